@@ -6,6 +6,7 @@ main()
 	mkdir -p "$CACHE"
 	case $cmd in
 	fetch) [[ ${1:-} = --refresh ]] && REFRESH=1; cmd_fetch ;;
+	build) cmd_build "$@" ;;
 	*) die "unknown command $cmd" ;;
 	esac
 }

@@ -1,0 +1,240 @@
+# SPDX-License-Identifier: MIT
+# Patch and build the kernels (sourced by kernel/run).
+#
+# Variants:
+#   base     pristine source, config/base.config
+#   patched  pristine + kernel/patches/*.patch, config/base.config
+#   debug    pristine + kernel/patches/*.patch, base.config + debug.config
+#
+# Build dirs are per variant ($CACHE/build/<debver>/<variant>) and stamped
+# with a key: sha256 of (package version, series, fragments, BUILD_FORMAT).
+# Same key + existing bzImage = reuse without running make at all; another
+# key = regenerate .config and run make in the same dir, which kbuild turns
+# into an incremental rebuild of what changed.  With an empty series the
+# "patched" variant has the same key as "base" and reuses its bzImage.
+
+BUILD_FORMAT=1
+JOBS=${MADVX_KERNEL_JOBS:-2}
+
+series_files()
+{
+	local p
+	for p in "$KDIR"/patches/[0-9][0-9][0-9][0-9]-*.patch; do
+		[[ -f $p ]] && echo "$p"
+	done
+	return 0
+}
+
+# sha256 over the names and contents of the series (empty series -> "none").
+series_hash()
+{
+	local files
+	files=$(series_files)
+	if [[ -z $files ]]; then
+		echo none
+		return
+	fi
+	# shellcheck disable=SC2086
+	(for p in $files; do basename "$p"; sha256sum <"$p"; done) | sha256sum | cut -c1-16
+}
+
+variant_fragments()
+{
+	case $1 in
+	base | patched) echo "$KDIR/config/base.config" ;;
+	debug) echo "$KDIR/config/base.config $KDIR/config/debug.config" ;;
+	*) die "unknown variant '$1' (base, patched, debug)" ;;
+	esac
+}
+
+variant_series()
+{
+	case $1 in
+	base) echo none ;;
+	*) series_hash ;;
+	esac
+}
+
+variant_key()
+{
+	local v=$1 f
+	{
+		echo "format $BUILD_FORMAT"
+		echo "package $MADVX_KERNEL_PACKAGE $DEBVER"
+		echo "series $(variant_series "$v")"
+		for f in $(variant_fragments "$v"); do
+			echo "fragment $(basename "$f")"
+			cat "$f"
+		done
+	} | sha256sum | cut -c1-16
+}
+
+# The "patched" variant with an empty series is the base build.
+variant_builddir()
+{
+	local v=$1
+	if [[ $v = patched && $(series_hash) = none ]]; then
+		v=base
+	fi
+	echo "$CACHE/build/${DEBVER//[~+:]/_}/$v"
+}
+
+# Source tree for a variant: the pristine tree, or the patched tree when
+# there is a series.  Prepares the patched tree when needed.
+variant_srcdir()
+{
+	local v=$1
+	if [[ $v = base || $(series_hash) = none ]]; then
+		echo "$SRC_PRISTINE"
+		return
+	fi
+	prepare_patched_tree >&2
+	echo "$SRC_PATCHED"
+}
+
+# The patched tree is a git repo whose first commit is the pristine tree.
+# Each run resets it to that commit and "git am"s the series; git rewrites
+# only files that differ, so unchanged files keep their mtimes and the
+# kernel build stays incremental.
+prepare_patched_tree()
+{
+	local want have p n=0
+	SRC_PATCHED="$(dirname "$SRC_PRISTINE")/patched"
+	want=$(series_hash)
+	if [[ -f $SRC_PATCHED/.git/madvx-series && $(cat "$SRC_PATCHED/.git/madvx-series") = "$want" ]] &&
+		git -C "$SRC_PATCHED" diff --quiet HEAD 2>/dev/null; then
+		return
+	fi
+	if [[ ! -f $SRC_PATCHED/.git/madvx-base ]]; then
+		log "patch: creating git tree $SRC_PATCHED from the pristine tree (once)"
+		rm -rf "$SRC_PATCHED"
+		cp -a --reflink=auto "$SRC_PRISTINE" "$SRC_PATCHED"
+		(
+			cd "$SRC_PATCHED"
+			git init -q
+			git config user.name "madvx kernel/run"
+			git config user.email "madvx@invalid"
+			git config gc.auto 0
+			git add -A -f .
+			git commit -q -m "base: $MADVX_KERNEL_PACKAGE $DEBVER (pristine)"
+			git tag -f madvx-base >/dev/null
+		)
+		git -C "$SRC_PATCHED" rev-parse HEAD >"$SRC_PATCHED/.git/madvx-base"
+	fi
+	rm -f "$SRC_PATCHED/.git/madvx-series"
+	git -C "$SRC_PATCHED" am --abort >/dev/null 2>&1 || true
+	git -C "$SRC_PATCHED" checkout -q -f -B madvx madvx-base
+	git -C "$SRC_PATCHED" clean -q -f -d
+	for p in $(series_files); do
+		n=$((n + 1))
+		if ! git -C "$SRC_PATCHED" am -q --no-3way "$p" >"$CACHE/patch.log" 2>&1; then
+			cat "$CACHE/patch.log" >&2
+			git -C "$SRC_PATCHED" am --abort >/dev/null 2>&1 || true
+			die "patch $(basename "$p") does not apply to $MADVX_KERNEL_PACKAGE $DEBVER (series stopped at patch $n)"
+		fi
+		log "patch: applied $(basename "$p")"
+	done
+	echo "$want" >"$SRC_PATCHED/.git/madvx-series"
+}
+
+# Fail loudly unless every CONFIG_x=y/value of the fragments made it into
+# .config (=n lines must end up unset).
+check_config()
+{
+	local cfg=$1 frag line sym val missing=()
+	shift
+	for frag in "$@"; do
+		while IFS= read -r line; do
+			[[ $line =~ ^(CONFIG_[A-Za-z0-9_]+)=(.*)$ ]] || continue
+			sym=${BASH_REMATCH[1]}
+			val=${BASH_REMATCH[2]}
+			if [[ $val = n ]]; then
+				grep -q "^$sym=" "$cfg" && missing+=("$sym=n (is $(grep "^$sym=" "$cfg" | cut -d= -f2))")
+			elif ! grep -qx "$sym=$val" "$cfg"; then
+				missing+=("$sym=$val (is $(grep "^$sym=" "$cfg" | cut -d= -f2 || true))")
+			fi
+		done <"$frag"
+	done
+	if ((${#missing[@]})); then
+		printf '  missing: %s\n' "${missing[@]}" >&2
+		die "$(basename "$(dirname "$cfg")"): ${#missing[@]} requested options did not survive olddefconfig"
+	fi
+}
+
+# Build one variant; sets BZIMAGE.
+build_variant()
+{
+	local v=$1 key bdir src frags t0
+	key=$(variant_key "$v")
+	bdir=$(variant_builddir "$v")
+	BZIMAGE="$bdir/arch/x86/boot/bzImage"
+	if [[ -f $bdir/.madvx-key && $(cat "$bdir/.madvx-key") = "$key" && -f $BZIMAGE ]]; then
+		log "build $v: up to date (key $key) -> $BZIMAGE"
+		return
+	fi
+	src=$(variant_srcdir "$v")
+	frags=$(variant_fragments "$v")
+	mkdir -p "$bdir"
+	rm -f "$bdir/.madvx-key"
+	t0=$SECONDS
+	log "build $v: key $key, source $src, out $bdir"
+	# Regenerate .config from tinyconfig + fragments every time the key
+	# changes; if the result is the same, kbuild rebuilds nothing for it.
+	# shellcheck disable=SC2086
+	cat $frags >"$bdir/madvx.config"
+	kmake "$src" "$bdir" tinyconfig >"$bdir/madvx-config.log" 2>&1 ||
+		{ tail -n 30 "$bdir/madvx-config.log" >&2; die "build $v: make tinyconfig failed"; }
+	(cd "$bdir" && "$src/scripts/kconfig/merge_config.sh" -m -O "$bdir" "$bdir/.config" "$bdir/madvx.config") \
+		>>"$bdir/madvx-config.log" 2>&1 || { tail -n 30 "$bdir/madvx-config.log" >&2; die "build $v: merge_config failed"; }
+	kmake "$src" "$bdir" olddefconfig >>"$bdir/madvx-config.log" 2>&1 ||
+		{ tail -n 30 "$bdir/madvx-config.log" >&2; die "build $v: olddefconfig failed"; }
+	# shellcheck disable=SC2086
+	check_config "$bdir/.config" $frags
+	if ! kmake "$src" "$bdir" -j"$JOBS" bzImage >"$bdir/madvx-build.log" 2>&1; then
+		grep -E -B2 -A8 'error:|Error [0-9]' "$bdir/madvx-build.log" | tail -n 60 >&2
+		die "build $v: make bzImage failed (log: $bdir/madvx-build.log)"
+	fi
+	echo "$key" >"$bdir/.madvx-key"
+	log "build $v: done in $((SECONDS - t0)) s -> $BZIMAGE"
+}
+
+kmake()
+{
+	local src=$1 out=$2
+	shift 2
+	nice -n 10 make -C "$src" O="$out" ARCH=x86_64 KBUILD_BUILD_USER=madvx \
+		KBUILD_BUILD_HOST=madvx "$@"
+}
+
+# UAPI headers of the tree the kselftests come from (needs rsync).
+headers_install()
+{
+	local src=$1 out=$2
+	[[ -f $out/.done ]] && return
+	log "headers: make headers_install -> $out"
+	rm -rf "$out"
+	mkdir -p "$out"
+	nice -n 10 make -C "$src" O="$out/obj" ARCH=x86_64 INSTALL_HDR_PATH="$out" headers_install \
+		>"$out/headers.log" 2>&1 || { tail -n 20 "$out/headers.log" >&2; die "headers_install failed"; }
+	rm -rf "$out/obj"
+	touch "$out/.done"
+}
+
+cmd_build()
+{
+	local variants=() v
+	while (($#)); do
+		case $1 in
+		--variant) variants+=("$2"); shift ;;
+		--variant=*) variants+=("${1#*=}") ;;
+		base | patched | debug) variants+=("$1") ;;
+		*) die "build: unknown argument $1" ;;
+		esac
+		shift
+	done
+	((${#variants[@]})) || variants=(base debug)
+	cmd_fetch
+	for v in "${variants[@]}"; do
+		build_variant "$v"
+	done
+}

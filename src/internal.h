@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/* Private declarations shared by the library's source files. */
+#ifndef MADVX_INTERNAL_H
+#define MADVX_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "madvx.h"
+#include "uapi-compat.h"
+
+#define MADVX_HIDDEN __attribute__((visibility("hidden")))
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+#define MADVX_KVER(a, b, c) (((a) << 16) | ((b) << 8) | (c))
+
+/* ---- sys.c: the one home of every raw syscall the library issues ---- */
+/* Each returns the kernel's result, with -errno instead of -1/errno. */
+MADVX_HIDDEN long madvx_sys_madvise(uintptr_t addr, size_t len, int advice);
+MADVX_HIDDEN long madvx_sys_process_madvise(int pidfd, const struct iovec *iov,
+					    size_t vlen, int advice);
+MADVX_HIDDEN int madvx_sys_pidfd_open(pid_t pid);
+MADVX_HIDDEN int madvx_sys_userfaultfd(int flags);
+MADVX_HIDDEN int madvx_sys_ioctl(int fd, unsigned long req, void *arg);
+MADVX_HIDDEN size_t madvx_page_size(void);
+
+/* ---- probe.c ---- */
+struct madvx_probe_state {
+	uint32_t version;
+	uint64_t features;	/* supported and not disabled */
+	uint64_t disabled;
+	uint64_t pmadv_advices;	/* bit per madvx_advice_index() accepted by process_madvise */
+	uint64_t uffd_features;
+	uint64_t uffd_ioctls;
+	int io_uring_disabled;
+	int unprivileged_userfaultfd;
+	enum madvx_thp_mode thp;
+	char release[65];
+};
+
+/* The cached probe; runs it on first call. Never NULL. */
+MADVX_HIDDEN const struct madvx_probe_state *madvx_probe(void);
+
+static inline bool madvx_has(enum madvx_feature feat)
+{
+	return madvx_probe()->features & (1ULL << feat);
+}
+
+/* Index of @advice in the library's table, or -1 if unknown. */
+MADVX_HIDDEN int madvx_advice_index(int advice);
+
+/*
+ * The pidfd that names this process for process_madvise(): PIDFD_SELF where
+ * the kernel takes it, else a pidfd_open() result cached per process and
+ * reopened after fork() (a pidfd opened before fork still names the parent).
+ * Returns the fd or -errno.
+ */
+MADVX_HIDDEN int madvx_self_pidfd(void);
+
+#endif /* MADVX_INTERNAL_H */

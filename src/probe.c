@@ -1,0 +1,464 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Capability probe: what the running kernel does with our calls, decided
+ * once per process and cached. Every probe issues the real call on memory the
+ * probe mapped for itself, so a "yes" means the feature worked here, not that
+ * a version number says it should.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "probe-backends.h"
+
+static const char *const feature_names[MADVX_FEAT__COUNT] = {
+	[MADVX_FEAT_PROCESS_MADVISE] = "process_madvise",
+	[MADVX_FEAT_PIDFD_SELF] = "pidfd_self",
+	[MADVX_FEAT_PIDFD_OPEN] = "pidfd_open",
+	[MADVX_FEAT_PROCMAP_QUERY] = "procmap_query",
+	[MADVX_FEAT_PER_VMA_MADVISE] = "per_vma_madvise",
+	[MADVX_FEAT_VMA_LOCK_STATS] = "vma_lock_stats",
+	[MADVX_FEAT_IO_URING_BUILT] = "io_uring_built",
+	[MADVX_FEAT_IO_URING] = "io_uring",
+	[MADVX_FEAT_IO_URING_MADVISE] = "io_uring_madvise",
+	[MADVX_FEAT_IO_URING_MADVISE64] = "io_uring_madvise64",
+	[MADVX_FEAT_UFFD] = "uffd",
+	[MADVX_FEAT_UFFD_USER_MODE_ONLY] = "uffd_user_mode_only",
+	[MADVX_FEAT_UFFD_DEV] = "uffd_dev",
+	[MADVX_FEAT_UFFD_MOVE] = "uffd_move",
+	[MADVX_FEAT_UFFD_POISON] = "uffd_poison",
+	[MADVX_FEAT_UFFD_WP] = "uffd_wp",
+	[MADVX_FEAT_UFFD_WP_ASYNC] = "uffd_wp_async",
+	[MADVX_FEAT_UFFD_MINOR_SHMEM] = "uffd_minor_shmem",
+};
+
+#define BIT(f) (1ULL << (f))
+
+/* Disabling a feature disables what is built on it. */
+static const uint64_t feature_dependents[MADVX_FEAT__COUNT] = {
+	[MADVX_FEAT_IO_URING_BUILT] = BIT(MADVX_FEAT_IO_URING) |
+		BIT(MADVX_FEAT_IO_URING_MADVISE) | BIT(MADVX_FEAT_IO_URING_MADVISE64),
+	[MADVX_FEAT_IO_URING] = BIT(MADVX_FEAT_IO_URING_MADVISE) |
+		BIT(MADVX_FEAT_IO_URING_MADVISE64),
+	[MADVX_FEAT_IO_URING_MADVISE] = BIT(MADVX_FEAT_IO_URING_MADVISE64),
+	[MADVX_FEAT_UFFD] = BIT(MADVX_FEAT_UFFD_USER_MODE_ONLY) |
+		BIT(MADVX_FEAT_UFFD_DEV) | BIT(MADVX_FEAT_UFFD_MOVE) |
+		BIT(MADVX_FEAT_UFFD_POISON) | BIT(MADVX_FEAT_UFFD_WP) |
+		BIT(MADVX_FEAT_UFFD_WP_ASYNC) | BIT(MADVX_FEAT_UFFD_MINOR_SHMEM),
+};
+
+/*
+ * The advices the library knows, with the lock madvise() takes for each in
+ * Linux 7.3 (mm/madvise.c get_lock_mode()). Kernels before 6.17 took
+ * mmap_read_lock where 7.3 has the per-VMA lock; see advice_lock_for().
+ */
+struct advice_desc {
+	int advice;
+	const char *name;
+	enum madvx_lock lock;
+	bool remote_valid;	/* process_madvise before 6.13 accepted it */
+};
+
+static const struct advice_desc advices[] = {
+	{ MADV_NORMAL, "MADV_NORMAL", MADVX_LOCK_MMAP_WRITE, false },
+	{ MADV_RANDOM, "MADV_RANDOM", MADVX_LOCK_MMAP_WRITE, false },
+	{ MADV_SEQUENTIAL, "MADV_SEQUENTIAL", MADVX_LOCK_MMAP_WRITE, false },
+	{ MADV_WILLNEED, "MADV_WILLNEED", MADVX_LOCK_MMAP_READ, true },
+	{ MADV_DONTNEED, "MADV_DONTNEED", MADVX_LOCK_PER_VMA, false },
+	{ MADV_FREE, "MADV_FREE", MADVX_LOCK_PER_VMA, false },
+	{ MADV_REMOVE, "MADV_REMOVE", MADVX_LOCK_MMAP_READ, false },
+	{ MADV_DONTFORK, "MADV_DONTFORK", MADVX_LOCK_MMAP_WRITE, false },
+	{ MADV_DOFORK, "MADV_DOFORK", MADVX_LOCK_MMAP_WRITE, false },
+	{ MADV_MERGEABLE, "MADV_MERGEABLE", MADVX_LOCK_MMAP_WRITE, false },
+	{ MADV_UNMERGEABLE, "MADV_UNMERGEABLE", MADVX_LOCK_MMAP_WRITE, false },
+	{ MADV_HUGEPAGE, "MADV_HUGEPAGE", MADVX_LOCK_MMAP_WRITE, false },
+	{ MADV_NOHUGEPAGE, "MADV_NOHUGEPAGE", MADVX_LOCK_MMAP_WRITE, false },
+	{ MADV_DONTDUMP, "MADV_DONTDUMP", MADVX_LOCK_MMAP_WRITE, false },
+	{ MADV_DODUMP, "MADV_DODUMP", MADVX_LOCK_MMAP_WRITE, false },
+	{ MADV_WIPEONFORK, "MADV_WIPEONFORK", MADVX_LOCK_MMAP_WRITE, false },
+	{ MADV_KEEPONFORK, "MADV_KEEPONFORK", MADVX_LOCK_MMAP_WRITE, false },
+	{ MADV_COLD, "MADV_COLD", MADVX_LOCK_MMAP_READ, true },
+	{ MADV_PAGEOUT, "MADV_PAGEOUT", MADVX_LOCK_MMAP_READ, true },
+	{ MADV_POPULATE_READ, "MADV_POPULATE_READ", MADVX_LOCK_MMAP_READ, false },
+	{ MADV_POPULATE_WRITE, "MADV_POPULATE_WRITE", MADVX_LOCK_MMAP_READ, false },
+	{ MADV_DONTNEED_LOCKED, "MADV_DONTNEED_LOCKED", MADVX_LOCK_PER_VMA, false },
+	{ MADV_COLLAPSE, "MADV_COLLAPSE", MADVX_LOCK_MMAP_READ, true },
+	{ MADV_GUARD_INSTALL, "MADV_GUARD_INSTALL", MADVX_LOCK_PER_VMA, false },
+	{ MADV_GUARD_REMOVE, "MADV_GUARD_REMOVE", MADVX_LOCK_PER_VMA, false },
+};
+_Static_assert(ARRAY_SIZE(advices) <= 64, "advice mask is 64 bits");
+
+static struct madvx_probe_state probe_state;
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+
+int madvx_advice_index(int advice)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(advices); i++)
+		if (advices[i].advice == advice)
+			return (int)i;
+	return -1;
+}
+
+static void set_feature(struct madvx_probe_state *st, enum madvx_feature f,
+			bool on)
+{
+	if (on)
+		st->features |= BIT(f);
+}
+
+static bool wanted(const struct madvx_probe_state *st, enum madvx_feature f)
+{
+	return !(st->disabled & BIT(f));
+}
+
+/* MADVX_DISABLE=name,name,...: unknown names are ignored (madvx-probe warns). */
+static uint64_t parse_disable(const char *env)
+{
+	uint64_t mask = 0;
+	char buf[512];
+	char *save = NULL;
+
+	if (!env || !*env)
+		return 0;
+	snprintf(buf, sizeof(buf), "%s", env);
+	for (char *tok = strtok_r(buf, ", ", &save); tok;
+	     tok = strtok_r(NULL, ", ", &save)) {
+		for (int f = 0; f < MADVX_FEAT__COUNT; f++)
+			if (!strcmp(tok, feature_names[f]))
+				mask |= BIT(f);
+	}
+	/* Close over dependents (the table is at most two levels deep). */
+	for (int pass = 0; pass < 2; pass++)
+		for (int f = 0; f < MADVX_FEAT__COUNT; f++)
+			if (mask & BIT(f))
+				mask |= feature_dependents[f];
+	return mask;
+}
+
+static void probe_uname(struct madvx_probe_state *st)
+{
+	struct utsname u;
+	unsigned int a = 0, b = 0, c = 0;
+
+	if (uname(&u))
+		return;
+	snprintf(st->release, sizeof(st->release), "%s", u.release);
+	sscanf(u.release, "%u.%u.%u", &a, &b, &c);
+	st->version = MADVX_KVER(a, b, c > 255 ? 255 : c);
+}
+
+static int read_int_file(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	int v = -1;
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%d", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+static enum madvx_thp_mode probe_thp(void)
+{
+	char buf[128] = "";
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "re");
+
+	if (!f)
+		return MADVX_THP_UNKNOWN;
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = 0;
+	fclose(f);
+	if (strstr(buf, "[always]"))
+		return MADVX_THP_ALWAYS;
+	if (strstr(buf, "[madvise]"))
+		return MADVX_THP_MADVISE;
+	if (strstr(buf, "[never]"))
+		return MADVX_THP_NEVER;
+	return MADVX_THP_UNKNOWN;
+}
+
+static bool vmstat_has(const char *key)
+{
+	char line[256];
+	size_t n = strlen(key);
+	bool found = false;
+	FILE *f = fopen("/proc/vmstat", "re");
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = !strncmp(line, key, n) && line[n] == ' ';
+	fclose(f);
+	return found;
+}
+
+static bool probe_procmap_query(void)
+{
+	struct procmap_query q = { .size = sizeof(q) };
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	int probe_var = 0;
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	q.query_addr = (uintptr_t)&probe_var;
+	ok = madvx_sys_ioctl(fd, PROCMAP_QUERY, &q) == 0 &&
+	     q.vma_start <= q.query_addr && q.query_addr < q.vma_end;
+	close(fd);
+	return ok;
+}
+
+/* A private scratch mapping the probe owns; never caller memory. */
+static void *scratch_map(int advice)
+{
+	/* MADV_REMOVE only works on shared mappings. */
+	int flags = advice == MADV_REMOVE ? MAP_SHARED : MAP_PRIVATE;
+	void *p = mmap(NULL, madvx_page_size(), PROT_READ | PROT_WRITE,
+		       flags | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* process_madvise(@pidfd) of @advice on a scratch page; -errno or bytes. */
+static long pmadv_scratch(int pidfd, int advice)
+{
+	struct iovec iov = { .iov_len = madvx_page_size() };
+	long ret;
+
+	iov.iov_base = scratch_map(advice);
+	if (!iov.iov_base)
+		return -ENOMEM;
+	ret = madvx_sys_process_madvise(pidfd, &iov, 1, advice);
+	munmap(iov.iov_base, iov.iov_len);
+	return ret;
+}
+
+static long madv_scratch(int advice)
+{
+	void *p = scratch_map(advice);
+	long ret;
+
+	if (!p)
+		return -ENOMEM;
+	ret = madvx_sys_madvise((uintptr_t)p, madvx_page_size(), advice);
+	munmap(p, madvx_page_size());
+	return ret;
+}
+
+/*
+ * Which advices process_madvise() takes for ourselves. An advice is accepted
+ * when process_madvise() gives what madvise() gives on an identical scratch
+ * page. Where both say EINVAL (advice compiled out, e.g. MERGEABLE without
+ * KSM) the call cannot tell; the kernel's rule decides: from 6.13 on, self
+ * takes every advice, which DONTNEED's answer reveals; before, only the
+ * remote-valid ones.
+ */
+static uint64_t probe_pmadv_advices(int pidfd, bool self_any)
+{
+	uint64_t mask = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(advices); i++) {
+		long m = madv_scratch(advices[i].advice);
+		long p = pmadv_scratch(pidfd, advices[i].advice);
+		bool ok;
+
+		if (m == -EINVAL && p == -EINVAL)
+			ok = self_any || advices[i].remote_valid;
+		else
+			ok = (m == 0 && p == (long)madvx_page_size()) ||
+			     (m < 0 && p == m);
+		if (ok)
+			mask |= BIT(i);
+	}
+	return mask;
+}
+
+static void probe_process_madvise(struct madvx_probe_state *st)
+{
+	long ret;
+	int pidfd;
+
+	/* pidfd_open() is needed whenever PIDFD_SELF is not. */
+	if (wanted(st, MADVX_FEAT_PIDFD_OPEN)) {
+		pidfd = madvx_sys_pidfd_open(getpid());
+		set_feature(st, MADVX_FEAT_PIDFD_OPEN, pidfd >= 0);
+		if (pidfd >= 0)
+			close(pidfd);
+	}
+	if (wanted(st, MADVX_FEAT_PIDFD_SELF)) {
+		/* COLD is valid for process_madvise() on every kernel that has it. */
+		ret = pmadv_scratch(PIDFD_SELF_THREAD, MADV_COLD);
+		set_feature(st, MADVX_FEAT_PIDFD_SELF, ret >= 0);
+	}
+	if (!wanted(st, MADVX_FEAT_PROCESS_MADVISE))
+		return;
+
+	if (st->features & BIT(MADVX_FEAT_PIDFD_SELF))
+		pidfd = PIDFD_SELF_THREAD;
+	else if (st->features & BIT(MADVX_FEAT_PIDFD_OPEN))
+		pidfd = madvx_sys_pidfd_open(getpid());
+	else
+		return;
+	if (pidfd == PIDFD_SELF_THREAD || pidfd >= 0) {
+		ret = pmadv_scratch(pidfd, MADV_COLD);
+		if (ret >= 0) {
+			bool self_any = pmadv_scratch(pidfd, MADV_DONTNEED) >= 0;
+
+			set_feature(st, MADVX_FEAT_PROCESS_MADVISE, true);
+			st->pmadv_advices = probe_pmadv_advices(pidfd, self_any);
+		}
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+}
+
+static void run_probe(void)
+{
+	struct madvx_probe_state *st = &probe_state;
+
+	st->disabled = parse_disable(getenv("MADVX_DISABLE"));
+	probe_uname(st);
+	st->thp = probe_thp();
+	st->io_uring_disabled = read_int_file("/proc/sys/kernel/io_uring_disabled");
+	st->unprivileged_userfaultfd =
+		read_int_file("/proc/sys/vm/unprivileged_userfaultfd");
+
+	probe_process_madvise(st);
+	if (wanted(st, MADVX_FEAT_PROCMAP_QUERY))
+		set_feature(st, MADVX_FEAT_PROCMAP_QUERY, probe_procmap_query());
+	if (wanted(st, MADVX_FEAT_PER_VMA_MADVISE))
+		set_feature(st, MADVX_FEAT_PER_VMA_MADVISE,
+			    st->version >= MADVX_KVER(6, 17, 0));
+	if (wanted(st, MADVX_FEAT_VMA_LOCK_STATS))
+		set_feature(st, MADVX_FEAT_VMA_LOCK_STATS,
+			    vmstat_has("vma_lock_success"));
+	madvx_iouring_probe(st);
+	madvx_uffd_probe(st);
+
+	/* A disabled feature is off whatever its probe found. */
+	st->features &= ~st->disabled;
+}
+
+const struct madvx_probe_state *madvx_probe(void)
+{
+	pthread_once(&probe_once, run_probe);
+	return &probe_state;
+}
+
+MADVX_API int madvx_feature_supported(enum madvx_feature feat)
+{
+	if ((unsigned int)feat >= MADVX_FEAT__COUNT)
+		return -EINVAL;
+	return madvx_has(feat);
+}
+
+MADVX_API int madvx_feature_disabled(enum madvx_feature feat)
+{
+	if ((unsigned int)feat >= MADVX_FEAT__COUNT)
+		return -EINVAL;
+	return !!(madvx_probe()->disabled & BIT(feat));
+}
+
+MADVX_API const char *madvx_feature_name(enum madvx_feature feat)
+{
+	if ((unsigned int)feat >= MADVX_FEAT__COUNT)
+		return NULL;
+	return feature_names[feat];
+}
+
+MADVX_API int madvx_advice_supported(int advice)
+{
+	int i = madvx_advice_index(advice);
+
+	if (i < 0)
+		return -EINVAL;
+	return !!(madvx_probe()->pmadv_advices & BIT(i));
+}
+
+MADVX_API const char *madvx_advice_name(int advice)
+{
+	int i = madvx_advice_index(advice);
+
+	return i < 0 ? NULL : advices[i].name;
+}
+
+MADVX_API int madvx_advice_list(int *out, int max)
+{
+	for (int i = 0; i < max && i < (int)ARRAY_SIZE(advices); i++)
+		out[i] = advices[i].advice;
+	return (int)ARRAY_SIZE(advices);
+}
+
+/*
+ * The 7.3 table, adjusted for older kernels: before 6.17 the per-VMA advices
+ * took mmap_read_lock (DONTNEED/FREE since 4.x; GUARD_* since 6.13).
+ */
+static enum madvx_lock advice_lock_for(const struct advice_desc *d,
+				       uint32_t version)
+{
+	if (d->lock == MADVX_LOCK_PER_VMA && version < MADVX_KVER(6, 17, 0))
+		return MADVX_LOCK_MMAP_READ;
+	return d->lock;
+}
+
+MADVX_API enum madvx_lock madvx_advice_lock(int advice)
+{
+	int i = madvx_advice_index(advice);
+
+	if (i < 0)
+		return MADVX_LOCK_UNKNOWN;
+	return advice_lock_for(&advices[i], madvx_probe()->version);
+}
+
+MADVX_API const char *madvx_lock_name(enum madvx_lock lock)
+{
+	switch (lock) {
+	case MADVX_LOCK_PER_VMA:
+		return "per-vma";
+	case MADVX_LOCK_MMAP_READ:
+		return "mmap-read";
+	case MADVX_LOCK_MMAP_WRITE:
+		return "mmap-write";
+	default:
+		return "unknown";
+	}
+}
+
+MADVX_API int madvx_kernel_info(struct madvx_kernel_info *info)
+{
+	const struct madvx_probe_state *st;
+	struct madvx_kernel_info full = { .size = sizeof(full) };
+	size_t n;
+
+	if (!info || info->size < offsetof(struct madvx_kernel_info, release))
+		return -EINVAL;
+	st = madvx_probe();
+	memcpy(full.release, st->release, sizeof(full.release));
+	full.version = st->version;
+	full.features = st->features;
+	full.disabled = st->disabled;
+	full.uffd_features = st->uffd_features;
+	full.uffd_ioctls = st->uffd_ioctls;
+	full.io_uring_disabled = st->io_uring_disabled;
+	full.unprivileged_userfaultfd = st->unprivileged_userfaultfd;
+	full.thp = st->thp;
+
+	n = info->size < sizeof(full) ? info->size : sizeof(full);
+	memcpy((char *)info + sizeof(info->size), (char *)&full + sizeof(full.size),
+	       n - sizeof(info->size));
+	return 0;
+}
+
+MADVX_API const char *madvx_version(void)
+{
+	return MADVX_VERSION_STRING;
+}

@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The one home of the raw system calls libmadvx issues. Every wrapper
+ * returns the kernel's answer with -errno in place of -1/errno, and leaves
+ * errno as the caller had it: library code never reads errno anywhere else.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static long ret_or_errno(long ret, int saved_errno)
+{
+	if (ret == -1) {
+		ret = -errno;
+		errno = saved_errno;
+	}
+	return ret;
+}
+
+long madvx_sys_madvise(uintptr_t addr, size_t len, int advice)
+{
+	int e = errno;
+
+	return ret_or_errno(madvise((void *)addr, len, advice), e);
+}
+
+long madvx_sys_process_madvise(int pidfd, const struct iovec *iov, size_t vlen,
+			       int advice)
+{
+	int e = errno;
+
+	return ret_or_errno(syscall(__NR_process_madvise, pidfd, iov, vlen,
+				    advice, 0U), e);
+}
+
+int madvx_sys_pidfd_open(pid_t pid)
+{
+	int e = errno;
+
+	return (int)ret_or_errno(syscall(__NR_pidfd_open, pid, 0U), e);
+}
+
+int madvx_sys_userfaultfd(int flags)
+{
+	int e = errno;
+
+	return (int)ret_or_errno(syscall(__NR_userfaultfd, flags), e);
+}
+
+int madvx_sys_ioctl(int fd, unsigned long req, void *arg)
+{
+	int e = errno;
+
+	return (int)ret_or_errno(ioctl(fd, req, arg), e);
+}
+
+size_t madvx_page_size(void)
+{
+	static size_t page;
+
+	if (unlikely(!page))
+		page = (size_t)sysconf(_SC_PAGESIZE);
+	return page;
+}
+
+/*
+ * pidfd for process_madvise() on ourselves. PIDFD_SELF (6.15) needs no fd and
+ * is immune to fork. Older kernels need pidfd_open(getpid()); that fd keeps
+ * naming the PARENT in a child after fork(), where advising through it would
+ * hit the parent's memory (or fail with EPERM for destructive advice), so the
+ * atfork handler below drops it in the child and it is reopened lazily.
+ */
+static _Atomic int cached_pidfd = -1;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void pidfd_after_fork_child(void)
+{
+	int fd = atomic_exchange(&cached_pidfd, -1);
+
+	/* Inherited copy: closing it in the child leaves the parent's intact. */
+	if (fd >= 0)
+		close(fd);
+}
+
+static void register_atfork(void)
+{
+	pthread_atfork(NULL, NULL, pidfd_after_fork_child);
+}
+
+int madvx_self_pidfd(void)
+{
+	int fd, expected = -1;
+
+	if (madvx_has(MADVX_FEAT_PIDFD_SELF))
+		return PIDFD_SELF_THREAD;	/* PIDFD_SELF */
+
+	fd = atomic_load_explicit(&cached_pidfd, memory_order_acquire);
+	if (likely(fd >= 0))
+		return fd;
+
+	pthread_once(&atfork_once, register_atfork);
+	fd = madvx_sys_pidfd_open(getpid());
+	if (fd < 0)
+		return fd;
+	if (!atomic_compare_exchange_strong(&cached_pidfd, &expected, fd)) {
+		/* Another thread won the race: use its fd. */
+		close(fd);
+		fd = expected;
+	}
+	return fd;
+}
