@@ -386,6 +386,7 @@ int main(void)
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	mount_fs("tracefs", "/sys/kernel/tracing", "tracefs", NULL);
+	mount_fs("debugfs", "/sys/kernel/debug", "debugfs", NULL);
 	mount_fs("tmpfs", "/tmp", "tmpfs", "mode=1777");
 	mount_fs("tmpfs", "/run", "tmpfs", "mode=755");
 	mount_fs("tmpfs", "/dev/shm", "tmpfs", "mode=1777");
