@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared helpers for the libcheck suites. One suite per feature, one
+ * executable per suite; a kernel feature that is missing makes the whole
+ * executable exit 77 (meson's SKIP) with the reason on stdout.
+ */
+#ifndef MADVX_TEST_HARNESS_H
+#define MADVX_TEST_HARNESS_H
+
+#include <check.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define TEST_SKIP 77
+
+static inline size_t test_page(void)
+{
+	return (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Exit the executable as skipped, saying why. */
+static inline void __attribute__((noreturn)) test_skip(const char *why)
+{
+	printf("SKIP: %s\n", why);
+	fflush(stdout);
+	exit(TEST_SKIP);
+}
+
+/* Run @s with CK_FORK (each test in its own process); exit code for meson. */
+static inline int test_run_suite(Suite *s)
+{
+	SRunner *sr = srunner_create(s);
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+/* An anonymous private RW mapping of @pages pages, every page filled with @seed. */
+static inline uint8_t *test_map_filled(size_t pages, uint8_t seed)
+{
+	size_t len = pages * test_page();
+	uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	ck_assert_ptr_ne(p, MAP_FAILED);
+	for (size_t i = 0; i < pages; i++)
+		memset(p + i * test_page(), seed + (uint8_t)i, test_page());
+	return p;
+}
+
+/* True when every byte of the page at @p is zero. */
+static inline bool test_page_zero(const uint8_t *p)
+{
+	for (size_t i = 0; i < test_page(); i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+/* mincore() residency of the page at @p: 1 resident, 0 not, -1 error. */
+static inline int test_resident(const void *p)
+{
+	unsigned char v;
+
+	if (mincore((void *)((uintptr_t)p & ~(test_page() - 1)), test_page(), &v))
+		return -1;
+	return v & 1;
+}
+
+#endif /* MADVX_TEST_HARNESS_H */

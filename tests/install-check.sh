@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Install into a scratch DESTDIR, then build a C and a C++ consumer of
+# <madvx.h> with nothing but `pkg-config --cflags --libs madvx`, run them
+# against the installed library, and check that the shared library exports
+# only madvx_* symbols.
+set -euo pipefail
+build=$1
+D=$(mktemp -d)
+trap 'rm -rf "$D"' EXIT
+
+meson install -C "$build" --destdir "$D" --no-rebuild --quiet
+pcdir=$(dirname "$(find "$D" -name madvx.pc | head -1)")
+[ -n "$pcdir" ] || { echo "FAIL: madvx.pc not installed"; exit 1; }
+export PKG_CONFIG_PATH=$pcdir PKG_CONFIG_SYSROOT_DIR=$D
+so=$(find "$D" -name 'libmadvx.so.*.*' | head -1)
+export LD_LIBRARY_PATH=$(dirname "$so")
+for f in include/madvx.h include/madvx-version.h bin/madvx-probe; do
+	find "$D" -path "*/$f" | grep -q . || { echo "FAIL: $f not installed"; exit 1; }
+done
+
+cat > "$D/c.c" <<'EOC'
+#include <stdio.h>
+#include <madvx.h>
+int main(void)
+{
+	int pm = madvx_feature_supported(MADVX_FEAT_PROCESS_MADVISE);
+	printf("C: libmadvx %s (header %s), process_madvise %d\n",
+	       madvx_version(), MADVX_VERSION_STRING, pm);
+	return pm < 0;
+}
+EOC
+cp "$D/c.c" "$D/cxx.cc"
+sed -i 's/"C: /"C++: /' "$D/cxx.cc"
+# shellcheck disable=SC2046
+cc -Wall -Werror -o "$D/c" "$D/c.c" $(pkg-config --cflags --libs madvx)
+# shellcheck disable=SC2046
+c++ -Wall -Werror -o "$D/cxx" "$D/cxx.cc" $(pkg-config --cflags --libs madvx)
+"$D/c"
+"$D/cxx"
+
+bad=$(nm -D --defined-only "$so" | awk '{print $3}' | grep -v '^madvx_' | grep -v '^LIBMADVX_' || true)
+if [ -n "$bad" ]; then
+	echo "FAIL: symbols outside madvx_*: $bad"
+	exit 1
+fi
+echo "exports: $(nm -D --defined-only "$so" | grep -c ' T madvx_') madvx_* functions, nothing else"
