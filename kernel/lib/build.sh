@@ -15,11 +15,12 @@
 
 BUILD_FORMAT=1
 JOBS=${MADVX_KERNEL_JOBS:-2}
+PATCH_DIR=${MADVX_KERNEL_PATCHES:-$KDIR/patches}
 
 series_files()
 {
 	local p
-	for p in "$KDIR"/patches/[0-9][0-9][0-9][0-9]-*.patch; do
+	for p in "$PATCH_DIR"/[0-9][0-9][0-9][0-9]-*.patch; do
 		[[ -f $p ]] && echo "$p"
 	done
 	return 0

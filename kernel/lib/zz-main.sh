@@ -1,12 +1,267 @@
 # SPDX-License-Identifier: MIT
+# Command line of kernel/run (sourced last).
+
+usage()
+{
+	cat <<'EOF'
+usage: kernel/run [COMMAND] [OPTIONS]
+
+  test      (default) fetch, build base + debug (patched), build the initramfs,
+            boot both kernels, run every test in each, print a summary;
+            non-zero exit on any failure, missing result or kernel splat
+              --kernels LIST   variants to boot, first = reference
+                               (default base,debug; also: patched)
+              --only GLOBS     run only these tests (comma separated globs on
+                               name, group/name or group: lib, example, ksft)
+              --skip GLOBS     do not run these tests
+  exec      boot a kernel and run one static binary in it, print its output
+              --kernel LIST    variants (default debug; "all" = base,patched,debug)
+              --timeout S      per-binary timeout in the guest (default 300)
+              BINARY [ARGS...] (arguments without spaces)
+  shell     boot a kernel with a busybox shell on this terminal
+              --kernel VARIANT (default debug)
+  build     [base|patched|debug ...]  build kernels (default base debug)
+  fetch     [--refresh]       download + extract the source package
+  initramfs                   build the test initramfs only
+  deps                        install missing Debian packages
+  selftest                    check that the tooling fails when it must
+  parse LOG                   judge a captured serial log
+
+environment: MADVX_KERNEL_CACHE (default /var/cache/madvx-kernel),
+  MADVX_KERNEL_PATCHES (default kernel/patches), MADVX_KERNEL_JOBS (2),
+  MADVX_KERNEL_TIMEOUT_MULT (5), MADVX_KERNEL_BOOT_TIMEOUT (2400),
+  MADVX_DEBIAN_MIRROR (default: derived from the apt configuration)
+EOF
+}
+
+# Debian packages the flow needs, by the command or file that proves them.
+DEPS=(
+	"qemu-system-x86_64:qemu-system-x86"
+	"flex:flex"
+	"bison:bison"
+	"bc:bc"
+	"rsync:rsync"
+	"cpio:cpio"
+	"gcc:gcc"
+	"make:make"
+	"git:git"
+	"xz:xz-utils"
+	"meson:meson"
+	"ninja:ninja-build"
+	"pkg-config:pkg-config"
+	"python3:python3"
+	"readelf:binutils"
+	"/usr/include/gelf.h:libelf-dev"
+	"/usr/include/openssl/ssl.h:libssl-dev"
+	"/bin/busybox:busybox-static"
+	"/usr/lib/x86_64-linux-gnu/libcheck.a:check"
+	"/usr/lib/x86_64-linux-gnu/libsubunit.a:libsubunit-dev"
+	"/usr/lib/x86_64-linux-gnu/liburing.a:liburing-dev"
+	"/usr/share/keyrings/debian-archive-keyring.gpg:debian-archive-keyring"
+)
+
+cmd_deps()
+{
+	local d what pkg missing=() t0=$SECONDS
+	for d in "${DEPS[@]}"; do
+		what=${d%%:*}
+		pkg=${d#*:}
+		if [[ $what = /* ]]; then
+			[[ -e $what ]] && continue
+		else
+			command -v "$what" >/dev/null && continue
+		fi
+		missing+=("$pkg")
+	done
+	# busybox (dynamic) may shadow busybox-static's binary name.
+	if [[ -e /bin/busybox ]] && ! is_static_elf /bin/busybox; then
+		missing+=(busybox-static)
+	fi
+	((${#missing[@]})) || return 0
+	log "deps: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q >"$CACHE/apt-deps.log" 2>&1 || { cat "$CACHE/apt-deps.log" >&2; die "apt-get update failed"; }
+	apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$CACHE/apt-deps.log" 2>&1 ||
+		{ tail -n 30 "$CACHE/apt-deps.log" >&2; die "apt-get install ${missing[*]} failed"; }
+	log "deps: installed in $((SECONDS - t0)) s"
+}
+
+# Kernel for a variant, building it if needed; sets BZIMAGE.
+kernel_for()
+{
+	build_variant "$1"
+}
+
+cmd_test()
+{
+	local kernels=base,debug only="" skip="" k labels=() rc=0 t0=$SECONDS cmdline
+	while (($#)); do
+		case $1 in
+		--kernels) kernels=$2; shift ;;
+		--kernels=*) kernels=${1#*=} ;;
+		--only) only=$2; shift ;;
+		--only=*) only=${1#*=} ;;
+		--skip) skip=$2; shift ;;
+		--skip=*) skip=${1#*=} ;;
+		-h | --help) usage; return 0 ;;
+		*) die "test: unknown argument $1" ;;
+		esac
+		shift
+	done
+	cmd_deps
+	cmd_fetch
+	IFS=, read -r -a labels <<<"$kernels"
+	for k in "${labels[@]}"; do
+		kernel_for "$k"
+	done
+	build_initramfs
+	new_run_dir
+	record_versions
+	cp "$CACHE/initramfs/tests.list" "$RUN_DIR/tests.list"
+	expected_tests "$RUN_DIR/tests.list" "$only" "$skip" >"$RUN_DIR/expected"
+	[[ -s $RUN_DIR/expected ]] || die "no test selected"
+	cmdline=""
+	[[ -n $only ]] && cmdline+=" madvx.only=$only"
+	[[ -n $skip ]] && cmdline+=" madvx.skip=$skip"
+	log "build phase done in $((SECONDS - t0)) s"
+	for k in "${labels[@]}"; do
+		kernel_for "$k"
+		local b0=$SECONDS
+		log "boot $k: $(wc -l <"$RUN_DIR/expected") tests"
+		boot_kernel "$BZIMAGE" "$INITRAMFS" "$RUN_DIR/$k.serial" "$cmdline" || true
+		parse_log "$RUN_DIR/$k.serial" "$RUN_DIR" "$k"
+		log "boot $k: $(wc -l <"$RUN_DIR/$k.results") results in $((SECONDS - b0)) s ($(grep -m1 -o 'MADVX-BOOT [^ ]*' "$RUN_DIR/$k.serial" | cut -d' ' -f2 || echo 'no boot'))"
+	done
+	judge "$RUN_DIR" "$RUN_DIR/expected" "${labels[@]}" || rc=1
+	log "test: total $((SECONDS - t0)) s"
+	return $rc
+}
+
+# A small initramfs: init + busybox, no tests (for exec and shell).  Sets
+# INITRAMFS_MIN.
+build_min_initramfs()
+{
+	local stage="$CACHE/initramfs/min" t bb
+	rm -rf "$stage"
+	mkdir -p "$stage"/{bin,sbin,dev,proc,sys,tmp,run,madvx}
+	build_init "$CACHE/initramfs/init"
+	cp "$CACHE/initramfs/init" "$stage/init"
+	mknod -m 600 "$stage/dev/console" c 5 1
+	mknod -m 666 "$stage/dev/null" c 1 3
+	bb=$(command -v busybox || true)
+	if [[ -n $bb ]] && is_static_elf "$bb"; then
+		cp "$bb" "$stage/bin/busybox"
+		for t in $("$bb" --list); do
+			[[ $t = busybox || $t = init || $t = linuxrc ]] && continue
+			ln -sf busybox "$stage/bin/$t"
+		done
+	fi
+	: >"$stage/madvx/tests.list"
+	INITRAMFS_MIN="$CACHE/initramfs/min.cpio.gz"
+	(cd "$stage" && find . -print0 | LC_ALL=C sort -z |
+		cpio --null -o -H newc --quiet --owner=0:0 | gzip -1 >"$INITRAMFS_MIN")
+}
+
+cmd_exec()
+{
+	local kernels=debug timeout=300 k labels=() rc=0 bin name
+	while (($#)); do
+		case $1 in
+		--kernel | --kernels) kernels=$2; shift ;;
+		--kernel=* | --kernels=*) kernels=${1#*=} ;;
+		--timeout) timeout=$2; shift ;;
+		--timeout=*) timeout=${1#*=} ;;
+		-h | --help) usage; return 0 ;;
+		--) shift; break ;;
+		-*) die "exec: unknown option $1" ;;
+		*) break ;;
+		esac
+		shift
+	done
+	(($#)) || die "exec: which binary?"
+	[[ $kernels = all ]] && kernels=base,patched,debug
+	bin=$1
+	shift
+	[[ -f $bin ]] || die "exec: $bin does not exist"
+	is_static_elf "$bin" || head -c 2 "$bin" | grep -q '#!' ||
+		die "exec: $bin is not a static executable (link with -static)"
+	name=$(basename "$bin")
+	EXTRA_NAMES=("$name")
+	EXTRA_PATHS=("$bin")
+	EXTRA_TIMEOUTS=("$timeout")
+	EXTRA_ARGS=("$*")
+	cmd_deps
+	cmd_fetch
+	IFS=, read -r -a labels <<<"$kernels"
+	build_min_initramfs
+	new_run_dir
+	record_versions
+	build_extra_archive "$RUN_DIR/extra.cpio.gz"
+	cat "$INITRAMFS_MIN" "$RUN_DIR/extra.cpio.gz" >"$RUN_DIR/initramfs.cpio.gz"
+	echo "extra/$name" >"$RUN_DIR/expected"
+	for k in "${labels[@]}"; do
+		kernel_for "$k"
+		log "exec: $name on $k"
+		boot_kernel "$BZIMAGE" "$RUN_DIR/initramfs.cpio.gz" "$RUN_DIR/$k.serial" "madvx.zram=256" || true
+		parse_log "$RUN_DIR/$k.serial" "$RUN_DIR" "$k"
+		echo "===== $name on $k ($(grep -m1 -o 'MADVX-BOOT [^ ]*' "$RUN_DIR/$k.serial" | cut -d' ' -f2 || echo 'no boot')) ====="
+		grep -a "^\[$name\] " "$RUN_DIR/$k.serial" | sed "s/^\[$name\] //" || true
+	done
+	# exec has no reference kernel: every kernel is judged on its own.
+	for k in "${labels[@]}"; do
+		judge "$RUN_DIR" "$RUN_DIR/expected" "$k" >"$RUN_DIR/$k.judge" || rc=1
+		sed "s/^/[$k] /" "$RUN_DIR/$k.judge"
+	done
+	return $rc
+}
+
+cmd_shell()
+{
+	local k=debug
+	while (($#)); do
+		case $1 in
+		--kernel) k=$2; shift ;;
+		--kernel=*) k=${1#*=} ;;
+		*) die "shell: unknown argument $1" ;;
+		esac
+		shift
+	done
+	cmd_deps
+	cmd_fetch
+	kernel_for "$k"
+	build_min_initramfs
+	log "shell: $k kernel, busybox sh on the serial console; 'poweroff -f' or exit to quit (Ctrl-A X kills QEMU)"
+	boot_kernel "$BZIMAGE" "$INITRAMFS_MIN" /dev/null "madvx.shell=1" 1
+}
+
+cmd_parse()
+{
+	local log=${1:?parse: which serial log?} dir
+	dir=$(mktemp -d)
+	parse_log "$log" "$dir" k
+	awk '{ print $1 }' "$dir/k.results" >"$dir/expected"
+	grep -ao 'MADVX-START [^ ]*' "$log" | cut -d' ' -f2 >>"$dir/expected" || true
+	sort -u -o "$dir/expected" "$dir/expected"
+	[[ -s $dir/expected ]] || echo "(no tests)" >"$dir/expected"
+	judge "$dir" "$dir/expected" k
+}
+
 main()
 {
 	local cmd=${1:-test}
-	shift || true
+	(($#)) && shift
 	mkdir -p "$CACHE"
 	case $cmd in
+	test) cmd_test "$@" ;;
+	exec) cmd_exec "$@" ;;
+	shell) cmd_shell "$@" ;;
+	build) cmd_deps; cmd_build "$@" ;;
 	fetch) [[ ${1:-} = --refresh ]] && REFRESH=1; cmd_fetch ;;
-	build) cmd_build "$@" ;;
-	*) die "unknown command $cmd" ;;
+	initramfs) cmd_deps; cmd_fetch; build_initramfs ;;
+	deps) cmd_deps ;;
+	selftest) cmd_selftest "$@" ;;
+	parse) cmd_parse "$@" ;;
+	-h | --help | help) usage ;;
+	*) usage >&2; die "unknown command $cmd" ;;
 	esac
 }

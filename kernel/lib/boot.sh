@@ -1,0 +1,203 @@
+# SPDX-License-Identifier: MIT
+# Boot kernels under QEMU and judge the serial logs (sourced by kernel/run).
+
+QEMU_MEM=${MADVX_KERNEL_MEM:-2G}
+QEMU_SMP=${MADVX_KERNEL_SMP:-2}
+# Upper bound for one boot, whatever the tests do.
+BOOT_TIMEOUT=${MADVX_KERNEL_BOOT_TIMEOUT:-2400}
+
+# boot_kernel <bzImage> <initrd> <serial log> <extra cmdline> [interactive]
+boot_kernel()
+{
+	local bz=$1 initrd=$2 serial=$3 extra=$4 interactive=${5:-0} rc=0
+	local append="console=ttyS0 quiet panic=-1 $extra"
+	local -a q=(qemu-system-x86_64 -accel tcg -cpu max -smp "$QEMU_SMP" -m "$QEMU_MEM"
+		-kernel "$bz" -initrd "$initrd" -append "$append"
+		-display none -no-reboot -nodefaults)
+	if ((interactive)); then
+		"${q[@]}" -serial mon:stdio || rc=$?
+		return $rc
+	fi
+	timeout --kill-after=10 "$BOOT_TIMEOUT" "${q[@]}" -monitor none \
+		-serial "file:$serial" </dev/null >"$serial.qemu" 2>&1 || rc=$?
+	if ((rc == 124 || rc == 137)); then
+		echo "MADVX-HOST qemu killed after ${BOOT_TIMEOUT} s" >>"$serial"
+	fi
+	return $rc
+}
+
+# Kernel log patterns that fail a run.
+SPLAT_RE='WARNING:|BUG:|Oops|kernel BUG at|general protection fault|Kernel panic|possible circular locking|inconsistent lock state|possible recursive locking|suspicious RCU usage|KASAN|UBSAN|stack-protector|Call Trace:|blocked for more than|soft lockup|hard LOCKUP'
+
+# parse_log <serial log> <out dir> <kernel label>
+# Writes <out>/<label>.results ("name verdict rc secs"), <label>.splats and
+# <label>.problems; returns non-zero if the log itself is broken.
+parse_log()
+{
+	local log=$1 out=$2 label=$3
+	awk -v res="$out/$label.results" -v spl="$out/$label.splats" \
+		-v prob="$out/$label.problems" -v re="$SPLAT_RE" '
+		BEGIN { indmesg = 0; done = 0; dm = 0; boot = 0 }
+		{ sub(/\r$/, "") }
+		/MADVX-DMESG-BEGIN/ { indmesg = 1; dm = 1; next }
+		/MADVX-DMESG-END/ { indmesg = 0; dmend = 1; next }
+		indmesg {
+			if ($0 ~ re) print $0 >> spl
+			next
+		}
+		/MADVX-BOOT / { boot = 1 }
+		/MADVX-DONE/ { done = 1 }
+		match($0, /MADVX-START [^ ]+/) {
+			n = substr($0, RSTART + 12, RLENGTH - 12); started[n] = 1; order[++no] = n
+		}
+		match($0, /MADVX-RESULT [^ ]+ (PASS|FAIL|SKIP) -?[0-9]+ [0-9.]+/) {
+			split(substr($0, RSTART, RLENGTH), f, " ")
+			print f[2], f[3], f[4], f[5] >> res
+			got[f[2]] = 1
+			next
+		}
+		# Lines outside the dump that are not test output: the console
+		# still shows panics and oopses (quiet hides only WARN and below).
+		$0 ~ re && ($0 !~ /^\[[^]]*\] / || $0 ~ /^\[ *[0-9]+\.[0-9]+\]/) { print "console: " $0 >> spl }
+		END {
+			if (!boot) print "guest did not boot (no MADVX-BOOT line)" >> prob
+			for (i = 1; i <= no; i++)
+				if (!(order[i] in got)) print "test " order[i] " started but has no result (crash or hang)" >> prob
+			if (!dm || !dmend) print "no complete dmesg dump: guest crashed or was killed" >> prob
+			if (!done) print "guest did not finish (no MADVX-DONE line)" >> prob
+		}' "$log"
+	touch "$out/$label.results" "$out/$label.splats" "$out/$label.problems"
+}
+
+# Expected test names for a tests.list and the only/skip globs.
+expected_tests()
+{
+	local list=$1 only=$2 skip=$3 g n full ok pat
+	while IFS=$'\t' read -r g n _; do
+		[[ -z $g || $g = \#* ]] && continue
+		full="$g/$n"
+		if [[ -n $only ]]; then
+			ok=0
+			for pat in ${only//,/ }; do
+				# shellcheck disable=SC2053
+				[[ $n == $pat || $full == $pat || $g == $pat ]] && ok=1
+			done
+			((ok)) || continue
+		fi
+		if [[ -n $skip ]]; then
+			ok=1
+			for pat in ${skip//,/ }; do
+				# shellcheck disable=SC2053
+				[[ $n == $pat || $full == $pat || $g == $pat ]] && ok=0
+			done
+			((ok)) || continue
+		fi
+		echo "$full"
+	done <"$list"
+}
+
+# judge <run dir> <expected file> <labels...>: print the table and verdict;
+# return 0 only if the run is clean.  The first label is the reference
+# (base) kernel for the kselftest regression rule.
+judge()
+{
+	local dir=$1 expected=$2
+	shift 2
+	local labels=("$@") l t v ref bad=0 npass=0 nfail=0 nskip=0 w=28
+	local -A R
+	for l in "${labels[@]}"; do
+		while read -r t v rc secs; do
+			R[$l/$t]="$v $rc $secs"
+		done <"$dir/$l.results"
+	done
+	# Table.
+	while read -r t; do ((${#t} > w)) && w=${#t}; done <"$expected"
+	{
+		printf "%-${w}s" "test"
+		for l in "${labels[@]}"; do printf ' | %-20s' "$l"; done
+		printf '\n'
+		printf '%*s' "$w" '' | tr ' ' '-'
+		for l in "${labels[@]}"; do printf -- '-+-%s' "--------------------"; done
+		printf '\n'
+		while read -r t; do
+			printf "%-${w}s" "$t"
+			for l in "${labels[@]}"; do
+				if [[ -n ${R[$l/$t]:-} ]]; then
+					read -r v rc secs <<<"${R[$l/$t]}"
+					printf ' | %-20s' "$v rc=$rc ${secs}s"
+				else
+					printf ' | %-20s' "MISSING"
+				fi
+			done
+			printf '\n'
+		done <"$expected"
+	} | tee "$dir/summary.txt"
+	{
+		ref=${labels[0]}
+		for l in "${labels[@]}"; do
+			while read -r t; do
+				v=${R[$l/$t]:-MISSING}
+				v=${v%% *}
+				case $v in
+				PASS) npass=$((npass + 1)); continue ;;
+				SKIP) nskip=$((nskip + 1)) ;;
+				*) nfail=$((nfail + 1)) ;;
+				esac
+				if [[ $t = ksft/* && ${#labels[@]} -gt 1 && $l != "$ref" ]]; then
+					# kselftests: a regression against the base fails.
+					local rv=${R[$ref/$t]:-MISSING}
+					rv=${rv%% *}
+					if [[ $rv = PASS ]]; then
+						echo "FAIL: $t passes on $ref but is $v on $l"
+						bad=1
+					elif [[ $v != SKIP ]]; then
+						echo "note: $t is $v on $l and $rv on $ref (not a regression)"
+					fi
+				elif [[ $t = ksft/* && $v = SKIP ]]; then
+					:
+				elif [[ $t = ksft/* && $l = "$ref" && ${#labels[@]} -gt 1 ]]; then
+					echo "note: $t is $v on the reference kernel $ref"
+					[[ $v = MISSING ]] && bad=1
+				elif [[ $v != SKIP ]]; then
+					echo "FAIL: $t is $v on $l"
+					bad=1
+				fi
+			done <"$expected"
+			if [[ -s $dir/$l.problems ]]; then
+				sed "s/^/FAIL: $l: /" "$dir/$l.problems"
+				bad=1
+			fi
+			if [[ -s $dir/$l.splats ]]; then
+				echo "FAIL: $l: kernel log has $(wc -l <"$dir/$l.splats") splat line(s):"
+				head -n 20 "$dir/$l.splats" | sed 's/^/    /'
+				bad=1
+			fi
+		done
+		echo "kernel: $npass passed, $nfail failed, $nskip skipped"
+		if ((bad)); then
+			echo "RESULT: FAIL (logs: $dir)"
+		else
+			echo "RESULT: PASS (logs: $dir)"
+		fi
+	} | tee -a "$dir/summary.txt"
+	return $bad
+}
+
+new_run_dir()
+{
+	RUN_DIR="$CACHE/runs/$(date -u +%Y%m%dT%H%M%SZ)-$$"
+	mkdir -p "$RUN_DIR"
+	ln -sfn "$RUN_DIR" "$CACHE/runs/latest"
+}
+
+record_versions()
+{
+	local f=$RUN_DIR/versions.txt
+	{
+		echo "package $MADVX_KERNEL_PACKAGE $DEBVER (Linux $(kernel_version "$SRC_PRISTINE"))"
+		echo "deb $(basename "$DEB") sha256 $(cut -d' ' -f1 "$DEB.sha256" 2>/dev/null || echo '?')"
+		echo "series $(series_hash): $(series_files | xargs -r -n1 basename | tr '\n' ' ')"
+		echo "repo $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$REPO" diff --quiet HEAD -- 2>/dev/null || echo '+dirty')"
+	} >"$f"
+	cat "$f" >&2
+}

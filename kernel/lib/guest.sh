@@ -1,0 +1,264 @@
+# SPDX-License-Identifier: MIT
+# Build what runs inside the guest and pack it into an initramfs
+# (sourced by kernel/run).
+#
+# Initramfs layout:
+#   /init                 guest/init.c, static
+#   /bin/busybox + links  busybox-static, for scripts and "kernel/run shell"
+#   /madvx/tests.list     what init runs (format: see guest/init.c)
+#   /madvx/lib/           the library's test executables (meson introspect)
+#   /madvx/examples/      the library's example executables
+#   /madvx/ksft/          the mm kselftests of the same source tree
+
+# mm kselftests we build and run: name, timeout (s, under TCG), arguments.
+# Keep in sync with the table in kernel/README.md.
+KSFT_TESTS=(
+	"process_madv 300"
+	"uffd-unit-tests 600"
+	"madv_populate 300"
+	"guard-regions 300"
+	"mremap_test 600"
+	"mremap_dontunmap 300"
+	"merge 300"
+)
+KSFT_SKIP_RC=4
+
+# Meson timeouts are for the host; TCG is slower.
+TIMEOUT_MULT=${MADVX_KERNEL_TIMEOUT_MULT:-5}
+LIB_BUILD=${MADVX_KERNEL_LIB_BUILD:-$REPO/build-kernel-static}
+
+is_static_elf()
+{
+	head -c 4 "$1" | grep -q 'ELF' || return 1
+	! readelf -lW "$1" 2>/dev/null | grep -q 'INTERP'
+}
+
+# Shadow of a kernel tree for building its selftests: the selftest Makefile
+# writes generated files next to its sources, so tools/ is a private copy
+# and everything else a symlink to the (untouched) tree.
+ksft_shadow()
+{
+	local src=$1 shadow=$2 e
+	[[ -f $shadow/.done && $(cat "$shadow/.done") = "$src" ]] && return
+	rm -rf "$shadow"
+	mkdir -p "$shadow"
+	for e in "$src"/* "$src"/.[!.]*; do
+		[[ -e $e ]] || continue
+		[[ $(basename "$e") = tools || $(basename "$e") = .git ]] && continue
+		ln -s "$e" "$shadow/$(basename "$e")"
+	done
+	cp -a "$src/tools" "$shadow/tools"
+	echo "$src" >"$shadow/.done"
+}
+
+# Build the kselftests statically from the tree of the default test variant
+# (the patched tree, or the pristine one for an empty series), against that
+# tree's UAPI headers.  Sets KSFT_OUT.
+build_kselftests()
+{
+	local src key shadow hdr t name targets=() m t0=$SECONDS
+	src=$(variant_srcdir patched)
+	key=$(series_hash)
+	shadow="$(dirname "$SRC_PRISTINE")/ksft-src-$key"
+	hdr="$(dirname "$SRC_PRISTINE")/headers-$key"
+	KSFT_OUT="$(dirname "$SRC_PRISTINE")/ksft-$key"
+	# The patched tree may have changed under the same series hash only if
+	# someone edited it by hand; rebuild the shadow when the series changes.
+	ksft_shadow "$src" "$shadow"
+	headers_install "$src" "$hdr"
+	mkdir -p "$KSFT_OUT"
+	for t in "${KSFT_TESTS[@]}"; do
+		targets+=("$KSFT_OUT/${t%% *}")
+	done
+	m="$shadow/tools/testing/selftests/mm"
+	if ! nice -n 10 make -C "$m" -j"$JOBS" OUTPUT="$KSFT_OUT" \
+		KHDR_INCLUDES="-isystem $hdr/include" CC="gcc -static" \
+		"${targets[@]}" >"$KSFT_OUT/build.log" 2>&1; then
+		tail -n 40 "$KSFT_OUT/build.log" >&2
+		die "kselftests: build failed (log: $KSFT_OUT/build.log)"
+	fi
+	for name in "${targets[@]}"; do
+		is_static_elf "$name" || die "kselftest $(basename "$name") is not a static executable"
+	done
+	log "kselftests: ${#targets[@]} built statically in $((SECONDS - t0)) s -> $KSFT_OUT"
+}
+
+# The library, built statically in its own build dir.  Writes
+# $1/lib.list entries and copies executables into $1/madvx/{lib,examples}.
+build_library()
+{
+	local stage=$1 t0=$SECONDS
+	LIB_STATUS="not built"
+	if [[ ! -f $REPO/meson.build ]]; then
+		log "library: $REPO/meson.build does not exist yet - no library tests in the guest"
+		LIB_STATUS="no meson.build"
+		return
+	fi
+	if [[ ! -f $LIB_BUILD/build.ninja ]]; then
+		rm -rf "$LIB_BUILD"
+		log "library: meson setup (static) in $LIB_BUILD"
+		if ! meson setup "$LIB_BUILD" "$REPO" -Ddefault_library=static -Dprefer_static=true \
+			-Dc_link_args=-static -Db_sanitize=none -Db_pie=false \
+			>"$stage/../lib-setup.log" 2>&1; then
+			tail -n 30 "$stage/../lib-setup.log" >&2
+			rm -rf "$LIB_BUILD"
+			die "library: meson setup failed"
+		fi
+	fi
+	if ! nice -n 10 meson compile -C "$LIB_BUILD" -j "$JOBS" >"$stage/../lib-build.log" 2>&1; then
+		tail -n 40 "$stage/../lib-build.log" >&2
+		die "library: static build failed (log: $stage/../lib-build.log)"
+	fi
+	mkdir -p "$stage/madvx/lib" "$stage/madvx/examples"
+	meson introspect --tests "$LIB_BUILD" >"$stage/../lib-tests.json"
+	meson introspect --targets "$LIB_BUILD" >"$stage/../lib-targets.json"
+	python3 - "$stage" "$REPO" "$LIB_BUILD" "$TIMEOUT_MULT" <<'PY' || die "library: cannot stage test executables"
+import json, os, shutil, sys
+stage, repo, build, mult = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+tests = json.load(open(os.path.join(stage, "..", "lib-tests.json")))
+targets = json.load(open(os.path.join(stage, "..", "lib-targets.json")))
+out = open(os.path.join(stage, "madvx", "lib.list"), "w")
+problems = []
+
+def static_elf(p):
+    with open(p, "rb") as f:
+        if f.read(4) != b"\x7fELF":
+            return False
+    return os.system("readelf -lW '%s' 2>/dev/null | grep -q INTERP" % p) != 0
+
+def stage_exe(path, sub):
+    dst = os.path.join(stage, "madvx", sub, os.path.basename(path))
+    shutil.copy2(path, dst)
+    return "/madvx/%s/%s" % (sub, os.path.basename(path))
+
+seen = set()
+for t in tests:
+    cmd = t["cmd"]
+    exe = cmd[0]
+    name = t["name"].replace(" ", "_").replace("/", "_")
+    if t.get("suite"):
+        pass
+    if name in seen:
+        name = name + "_" + str(len(seen))
+    seen.add(name)
+    if not os.path.isfile(exe):
+        problems.append("%s: %s does not exist" % (name, exe))
+        continue
+    if not static_elf(exe):
+        problems.append("%s: %s is not a static executable" % (name, exe))
+        continue
+    args = []
+    for a in cmd[1:]:
+        if " " in a or "\t" in a:
+            problems.append("%s: argument with a space is not supported: %r" % (name, a))
+        if a.startswith(repo) or a.startswith(build):
+            problems.append("%s: argument %r names a host path" % (name, a))
+        args.append(a)
+    env = " ".join("%s=%s" % kv for kv in sorted((t.get("env") or {}).items())
+                   if " " not in kv[1] and kv[0] not in ("MALLOC_PERTURB_",)) or "-"
+    timeout = int(t.get("timeout") or 30)
+    timeout = timeout * mult if timeout > 0 else 600
+    if t.get("should_fail"):
+        problems.append("%s: should_fail tests are not supported" % name)
+        continue
+    gexe = stage_exe(exe, "lib")
+    out.write("\t".join(["lib", name, str(timeout), "77", "/tmp", env,
+                         " ".join([gexe] + args)]) + "\n")
+ex = 0
+for tg in targets:
+    if tg["type"] != "executable":
+        continue
+    d = os.path.relpath(tg["defined_in"], repo)
+    if not d.startswith("examples" + os.sep):
+        continue
+    for f in tg["filename"]:
+        if not os.path.isfile(f):
+            problems.append("example %s: %s not built" % (tg["name"], f))
+            continue
+        if not static_elf(f):
+            problems.append("example %s: %s is not a static executable" % (tg["name"], f))
+            continue
+        gexe = stage_exe(f, "examples")
+        out.write("\t".join(["example", tg["name"], str(60 * mult), "77", "/tmp", "-",
+                             gexe]) + "\n")
+        ex += 1
+out.close()
+for p in problems:
+    print("library: " + p, file=sys.stderr)
+print("%d tests, %d examples" % (len(tests), ex))
+sys.exit(1 if problems else 0)
+PY
+	LIB_STATUS="$(grep -c '^lib' "$stage/madvx/lib.list" || true) tests, $(grep -c '^example' "$stage/madvx/lib.list" || true) examples"
+	log "library: static build + staging in $((SECONDS - t0)) s: $LIB_STATUS"
+}
+
+build_init()
+{
+	local out=$1
+	mkdir -p "$(dirname "$out")"
+	if [[ ! -f $out || $KDIR/guest/init.c -nt $out ]]; then
+		gcc -static -O2 -Wall -Wextra -Werror -o "$out" "$KDIR/guest/init.c" ||
+			die "cannot build guest/init.c"
+	fi
+}
+
+# Assemble and pack the initramfs.  Sets INITRAMFS.
+build_initramfs()
+{
+	local stage t name to bb dir
+	dir="$CACHE/initramfs"
+	stage="$dir/root"
+	rm -rf "$stage"
+	mkdir -p "$stage"/{bin,sbin,dev,proc,sys,tmp,run,madvx/ksft}
+	build_init "$dir/init"
+	cp "$dir/init" "$stage/init"
+	mknod -m 600 "$stage/dev/console" c 5 1
+	mknod -m 666 "$stage/dev/null" c 1 3
+	bb=$(command -v busybox || true)
+	if [[ -n $bb ]] && is_static_elf "$bb"; then
+		cp "$bb" "$stage/bin/busybox"
+		for t in $("$bb" --list); do
+			[[ $t = busybox || $t = init || $t = linuxrc ]] && continue
+			ln -sf busybox "$stage/bin/$t"
+		done
+	else
+		log "initramfs: no static busybox (apt-get install busybox-static); no shell in the guest"
+	fi
+	build_kselftests
+	: >"$stage/madvx/tests.list"
+	build_library "$stage"
+	[[ -f $stage/madvx/lib.list ]] && cat "$stage/madvx/lib.list" >>"$stage/madvx/tests.list"
+	for t in "${KSFT_TESTS[@]}"; do
+		read -r name to <<<"$t"
+		cp "$KSFT_OUT/$name" "$stage/madvx/ksft/"
+		printf 'ksft\t%s\t%s\t%s\t/tmp\t-\t/madvx/ksft/%s\n' "$name" "$to" "$KSFT_SKIP_RC" "$name" \
+			>>"$stage/madvx/tests.list"
+	done
+	INITRAMFS="$dir/initramfs.cpio.gz"
+	(cd "$stage" && find . -print0 | LC_ALL=C sort -z |
+		cpio --null -o -H newc --quiet --owner=0:0 | gzip -1 >"$INITRAMFS.tmp")
+	mv "$INITRAMFS.tmp" "$INITRAMFS"
+	cp "$stage/madvx/tests.list" "$dir/tests.list"
+	log "initramfs: $(wc -l <"$dir/tests.list") tests, $(du -h "$INITRAMFS" | cut -f1) -> $INITRAMFS"
+}
+
+# A second archive with extra binaries, appended to the main one (the kernel
+# unpacks concatenated archives in order).  Args: output, then "name path
+# timeout args..." entries via EXTRA_* arrays.
+build_extra_archive()
+{
+	local out=$1 stage
+	stage="$CACHE/initramfs/extra"
+	rm -rf "$stage"
+	mkdir -p "$stage/madvx/extra"
+	local i
+	: >"$stage/madvx/extra.list"
+	for i in "${!EXTRA_NAMES[@]}"; do
+		cp "${EXTRA_PATHS[$i]}" "$stage/madvx/extra/${EXTRA_NAMES[$i]}"
+		chmod 755 "$stage/madvx/extra/${EXTRA_NAMES[$i]}"
+		printf 'extra\t%s\t%s\t77\t/tmp\t-\t%s\n' "${EXTRA_NAMES[$i]}" "${EXTRA_TIMEOUTS[$i]}" \
+			"/madvx/extra/${EXTRA_NAMES[$i]}${EXTRA_ARGS[$i]:+ ${EXTRA_ARGS[$i]}}" >>"$stage/madvx/extra.list"
+	done
+	(cd "$stage" && find . -print0 | LC_ALL=C sort -z |
+		cpio --null -o -H newc --quiet --owner=0:0 | gzip -1 >"$out")
+}

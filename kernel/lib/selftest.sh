@@ -1,0 +1,98 @@
+# SPDX-License-Identifier: MIT
+# "kernel/run selftest": the tooling must fail when it should (sourced by
+# kernel/run).  Each case runs kernel/run as a separate process and checks
+# its exit status and output.  Cases:
+#   pass    a passing guest binary            -> exit 0 (positive control)
+#   patch   a series whose patch cannot apply -> non-zero, "does not apply"
+#   fail    a guest binary exiting 1          -> non-zero, "FAIL: extra/..."
+#   warn    a guest binary raising a real WARN() via lkdtm, exiting 0
+#                                             -> non-zero, "splat"
+#   regress a kselftest passing on base but failing on the patched kernel
+#           (captured logs fed to the parser) -> non-zero
+# Output of every case: $CACHE/selftest/<case>.out
+
+selftest_case()
+{
+	local name=$1 want_rc=$2 want_re=$3 rc=0
+	shift 3
+	log "selftest $name: $*"
+	"$@" >"$ST_DIR/$name.out" 2>&1 || rc=$?
+	if { [[ $want_rc = 0 ]] && ((rc != 0)); } || { [[ $want_rc != 0 ]] && ((rc == 0)); }; then
+		echo "selftest $name: BAD (exit $rc, wanted $([[ $want_rc = 0 ]] && echo 0 || echo non-zero))"
+		tail -n 30 "$ST_DIR/$name.out" | sed 's/^/    /'
+		return 1
+	fi
+	if ! grep -Eq -- "$want_re" "$ST_DIR/$name.out"; then
+		echo "selftest $name: BAD (exit $rc, but no line matching /$want_re/)"
+		tail -n 30 "$ST_DIR/$name.out" | sed 's/^/    /'
+		return 1
+	fi
+	echo "selftest $name: ok (exit $rc as expected); lines seen:"
+	grep -E -- "$want_re" "$ST_DIR/$name.out" | head -n 6 | sed 's/^/    /'
+	return 0
+}
+
+cmd_selftest()
+{
+	local k=base bad=0 c cases=(pass patch fail warn regress)
+	while (($#)); do
+		case $1 in
+		--kernel) k=$2; shift ;;
+		--kernel=*) k=${1#*=} ;;
+		pass | patch | fail | warn | regress) cases=("$@"); break ;;
+		*) die "selftest: unknown argument $1" ;;
+		esac
+		shift
+	done
+	ST_DIR="$CACHE/selftest"
+	mkdir -p "$ST_DIR"
+	for c in pass fail warn; do
+		gcc -static -O2 -Wall -o "$ST_DIR/selftest-$c" "$KDIR/tests/guest-$c.c" ||
+			die "cannot build tests/guest-$c.c"
+	done
+	for c in "${cases[@]}"; do
+		case $c in
+		pass)
+			selftest_case pass 0 'selftest-pass: running on Linux|RESULT: PASS' \
+				"$KDIR/run" exec --kernel "$k" --timeout 60 "$ST_DIR/selftest-pass" || bad=1 ;;
+		patch)
+			selftest_case patch 1 'does not apply|patch failed' \
+				env MADVX_KERNEL_PATCHES="$KDIR/tests/bad-series" \
+				"$KDIR/run" build patched || bad=1 ;;
+		fail)
+			selftest_case fail 1 'FAIL: extra/selftest-fail|MADVX-RESULT|RESULT: FAIL' \
+				"$KDIR/run" exec --kernel "$k" --timeout 60 "$ST_DIR/selftest-fail" || bad=1 ;;
+		warn)
+			selftest_case warn 1 'splat|WARNING|RESULT: FAIL' \
+				"$KDIR/run" exec --kernel "$k" --timeout 60 "$ST_DIR/selftest-warn" || bad=1 ;;
+		regress)
+			selftest_regress || bad=1 ;;
+		esac
+	done
+	if ((bad)); then
+		echo "selftest: FAILED (outputs in $ST_DIR)"
+		return 1
+	fi
+	echo "selftest: all cases behaved (outputs in $ST_DIR)"
+}
+
+# The regression rule on synthetic serial logs: ksft/x passes on "base" and
+# fails on "debug"; a library test skips on both.
+selftest_regress()
+{
+	local d="$ST_DIR/regress" k v
+	rm -rf "$d"
+	mkdir -p "$d"
+	for k in base debug; do
+		v=PASS
+		[[ $k = debug ]] && v=FAIL
+		printf '%s\n' "MADVX-BOOT 7.3.4 #1 cpus=2" "MADVX-START ksft/x" \
+			"[x] ok 1 something" "MADVX-RESULT ksft/x $v $([[ $v = PASS ]] && echo 0 || echo 1) 1.0" \
+			"MADVX-START lib/y" "MADVX-RESULT lib/y SKIP 77 0.1" "MADVX-COUNT 2" \
+			"MADVX-DMESG-BEGIN" "[    0.000000] Linux version 7.3.4" "MADVX-DMESG-END" \
+			"MADVX-DONE" >"$d/$k.serial"
+		parse_log "$d/$k.serial" "$d" "$k"
+	done
+	printf '%s\n' ksft/x lib/y >"$d/expected"
+	selftest_case regress 1 'FAIL: ksft/x passes on base' judge "$d" "$d/expected" base debug
+}
