@@ -94,16 +94,29 @@ static const struct advice_desc advices[] = {
 	{ MADV_GUARD_REMOVE, "MADV_GUARD_REMOVE", MADVX_LOCK_PER_VMA, false },
 };
 _Static_assert(ARRAY_SIZE(advices) <= 64, "advice mask is 64 bits");
+_Static_assert(ARRAY_SIZE(advices) == 25, "advice_index_of[] covers advices[]");
 
 static struct madvx_probe_state probe_state;
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 
+/* advice value -> 1 + index in advices[] (0: unknown): O(1), on every madvx_batch_add(). */
+static const int8_t advice_index_of[MADV_GUARD_REMOVE + 1] = {
+	[MADV_NORMAL] = 1, [MADV_RANDOM] = 2, [MADV_SEQUENTIAL] = 3,
+	[MADV_WILLNEED] = 4, [MADV_DONTNEED] = 5, [MADV_FREE] = 6,
+	[MADV_REMOVE] = 7, [MADV_DONTFORK] = 8, [MADV_DOFORK] = 9,
+	[MADV_MERGEABLE] = 10, [MADV_UNMERGEABLE] = 11, [MADV_HUGEPAGE] = 12,
+	[MADV_NOHUGEPAGE] = 13, [MADV_DONTDUMP] = 14, [MADV_DODUMP] = 15,
+	[MADV_WIPEONFORK] = 16, [MADV_KEEPONFORK] = 17, [MADV_COLD] = 18,
+	[MADV_PAGEOUT] = 19, [MADV_POPULATE_READ] = 20, [MADV_POPULATE_WRITE] = 21,
+	[MADV_DONTNEED_LOCKED] = 22, [MADV_COLLAPSE] = 23,
+	[MADV_GUARD_INSTALL] = 24, [MADV_GUARD_REMOVE] = 25,
+};
+
 int madvx_advice_index(int advice)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(advices); i++)
-		if (advices[i].advice == advice)
-			return (int)i;
-	return -1;
+	if ((unsigned int)advice > MADV_GUARD_REMOVE)
+		return -1;
+	return advice_index_of[advice] - 1;
 }
 
 static void set_feature(struct madvx_probe_state *st, enum madvx_feature f,

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Batch internals shared by batch.c (planning, synchronous issue) and the
+ * asynchronous backends (iouring.c, async.c), which issue the same plan.
+ */
+#ifndef MADVX_BATCH_H
+#define MADVX_BATCH_H
+
+#include "internal.h"
+#include "vma.h"
+
+/* One kernel entry: a range inside one VMA (as far as we know). */
+struct madvx_entry {
+	uint64_t start;
+	uint64_t len;
+	uint32_t first;		/* sorted positions of the hints it may cover */
+	uint32_t last;
+	bool fallback;		/* predicted to take mmap_lock */
+};
+
+#define MADVX_MAX_VEC 1024	/* UIO_MAXIOV */
+
+/* How the planner hands a group of entries (one advice, one lock class) on. */
+struct madvx_batch;
+typedef void (*madvx_issue_fn)(struct madvx_batch *b, int advice,
+			       struct madvx_entry *e, uint32_t n);
+
+/* Credit @e with success (@ok) or with @err for every hint it covers. */
+MADVX_HIDDEN void madvx_entry_done(struct madvx_batch *b, const struct madvx_entry *e,
+				   uint64_t done, int err);
+
+/* Apply one entry with madvise(2) and credit it: the exact-semantics path. */
+MADVX_HIDDEN void madvx_entry_madvise(struct madvx_batch *b, int advice,
+				      const struct madvx_entry *e);
+
+#endif /* MADVX_BATCH_H */
