@@ -55,6 +55,10 @@ struct madvx_batch {
 	uint64_t epoch_advices;	/* bit per adv_idx */
 	uint64_t epoch_lo, epoch_hi;
 
+	/* Set while an async backend flushes: planned groups go to it. */
+	madvx_issue_fn issue;
+	void *issue_ctx;
+
 	struct madvx_vma_cache vmas;
 	struct madvx_stats st;
 	struct madvx_stats published;	/* part of st already in gstats */
@@ -560,7 +564,9 @@ static void issue_vector(struct madvx_batch *b, int advice,
 static void issue_group(struct madvx_batch *b, int advice, struct madvx_entry *e,
 			uint32_t n)
 {
-	if (use_vector(b, advice))
+	if (b->issue)
+		b->issue(b, advice, e, n);
+	else if (use_vector(b, advice))
 		issue_vector(b, advice, e, n);
 	else
 		issue_madvise_each(b, advice, e, n);
@@ -778,6 +784,23 @@ static int flush_hints(struct madvx_batch *b)
 	b->epoch_start = 0;
 	b->epoch_advices = 0;
 	return first_err ? -first_err : 0;
+}
+
+int madvx_batch_flush_via(struct madvx_batch *b, madvx_issue_fn issue, void *ctx)
+{
+	int ret;
+
+	b->issue = issue;
+	b->issue_ctx = ctx;
+	ret = flush_hints(b);
+	b->issue = NULL;
+	b->issue_ctx = NULL;
+	return ret;
+}
+
+void *madvx_batch_issue_ctx(struct madvx_batch *b)
+{
+	return b->issue_ctx;
 }
 
 MADVX_API int madvx_batch_flush(struct madvx_batch *b)

@@ -25,6 +25,18 @@ struct madvx_batch;
 typedef void (*madvx_issue_fn)(struct madvx_batch *b, int advice,
 			       struct madvx_entry *e, uint32_t n);
 
+/*
+ * Flush @b, handing every planned group (one advice; all fast-path or all
+ * fallback entries; in the order the synchronous flush would issue them) to
+ * @issue instead of the kernel. @issue must credit each entry with
+ * madvx_entry_done() / madvx_entry_madvise() before the flush returns
+ * (results and failure reporting then work as for madvx_batch_flush()).
+ * Returns the first failure's -errno, or 0.
+ */
+MADVX_HIDDEN int madvx_batch_flush_via(struct madvx_batch *b, madvx_issue_fn issue,
+				       void *ctx);
+MADVX_HIDDEN void *madvx_batch_issue_ctx(struct madvx_batch *b);
+
 /* Credit @e with success (@ok) or with @err for every hint it covers. */
 MADVX_HIDDEN void madvx_entry_done(struct madvx_batch *b, const struct madvx_entry *e,
 				   uint64_t done, int err);
