@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The registration table of madvx-bench: one line per scenario.
+ *
+ * To add a scenario pN: write bench/pN_<topic>.c with
+ *	int bench_pN(const struct bench_opts *o);
+ * add one BENCH_SCENARIO() line below and its file to bench_sources in
+ * bench/meson.build. Nothing else: bench.h declares the function and main.c
+ * builds the table (--scenario, --list) from these lines.
+ *
+ * BENCH_SCENARIO(id, one-line description)
+ */
+BENCH_SCENARIO(p1, "65536 adjacent 4 KiB DONTNEED hints over a touched 256 MiB mapping")
+BENCH_SCENARIO(p2, "every other 4 KiB page of 256 MiB: process_madvise vector size sweep")
+BENCH_SCENARIO(p3, "1024 hints over many VMAs with a background mmap/munmap thread: mmap_lock")
+BENCH_SCENARIO(p7, "library cost per hint (add + plan), no kernel work")
