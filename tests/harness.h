@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define TEST_SKIP 77
@@ -74,6 +75,29 @@ static inline int test_resident(const void *p)
 	if (mincore((void *)((uintptr_t)p & ~(test_page() - 1)), test_page(), &v))
 		return -1;
 	return v & 1;
+}
+
+/*
+ * Run @fn in a forked child whose environment has MADVX_DISABLE=@list (the
+ * probe is per process, so the child decides it afresh). @fn fails by
+ * calling _exit(nonzero) or by a failed ck_assert (which exits nonzero).
+ */
+static inline void test_in_child(const char *list, void (*fn)(void))
+{
+	int status;
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		if (list)
+			setenv("MADVX_DISABLE", list, 1);
+		fn();
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "child with MADVX_DISABLE=%s failed (status 0x%x)",
+		      list ? list : "", status);
 }
 
 #endif /* MADVX_TEST_HARNESS_H */

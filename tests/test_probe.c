@@ -9,7 +9,6 @@
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
-#include <sys/wait.h>
 
 #include "harness.h"
 #include "internal.h"
@@ -129,23 +128,6 @@ START_TEST(uffd_move_matches_kernel)
 }
 END_TEST
 
-/* Run @fn in a child whose environment has MADVX_DISABLE=@list. */
-static void in_child_with_disable(const char *list, void (*fn)(void))
-{
-	int status;
-	pid_t pid = fork();
-
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		setenv("MADVX_DISABLE", list, 1);
-		fn();
-		_exit(0);
-	}
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-		      "child with MADVX_DISABLE=%s failed (status 0x%x)", list, status);
-}
-
 static void check_all_off(void)
 {
 	static const enum madvx_feature off[] = {
@@ -172,7 +154,7 @@ static void check_all_off(void)
 
 START_TEST(disable_turns_features_off)
 {
-	in_child_with_disable("process_madvise,pidfd_self,procmap_query,io_uring,uffd",
+	test_in_child("process_madvise,pidfd_self,procmap_query,io_uring,uffd",
 			      check_all_off);
 }
 END_TEST
@@ -186,7 +168,7 @@ static void check_unknown_ignored(void)
 
 START_TEST(disable_ignores_unknown_names)
 {
-	in_child_with_disable("no_such_feature, uffd", check_unknown_ignored);
+	test_in_child("no_such_feature, uffd", check_unknown_ignored);
 }
 END_TEST
 
@@ -218,14 +200,14 @@ static void parent_pidfd_then_fork(void)
 	if (fd < 0)
 		_exit(madvx_feature_supported(MADVX_FEAT_PIDFD_OPEN) ? 50 : 0);
 	fork_page = test_map_filled(1, 0x99);
-	in_child_with_disable("pidfd_self", child_zaps_own_page);
+	test_in_child("pidfd_self", child_zaps_own_page);
 	if (fork_page[0] != 0x99 || fork_page[test_page() - 1] != 0x99)
 		_exit(51);
 }
 
 START_TEST(pidfd_is_reopened_after_fork)
 {
-	in_child_with_disable("pidfd_self", parent_pidfd_then_fork);
+	test_in_child("pidfd_self", parent_pidfd_then_fork);
 }
 END_TEST
 

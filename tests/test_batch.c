@@ -1,0 +1,712 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The batching engine against the kernel.
+ *
+ * The differential oracle applies seeded random hint sets (overlapping,
+ * adjacent, zero-length, unaligned, crossing VMA boundaries made with
+ * mprotect, covering holes made with munmap, mixed advices) through a batch
+ * to one mapping and through a plain madvise() loop to an identical one:
+ * page contents, mincore residency and per-hint errors must match, and each
+ * hint's reported bytes must equal what is mapped of it. It runs with every
+ * fallback forced through MADVX_DISABLE. MADVX_TEST_LONG=1 runs 25x more.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/uio.h>
+
+#include "harness.h"
+#include "internal.h"
+
+#define NPAGES 48
+#define MAX_HINTS 48
+
+struct layout {
+	bool readonly[NPAGES];
+	bool hole[NPAGES];
+};
+
+struct hint_spec {
+	size_t off;
+	size_t len;
+	int advice;
+};
+
+static uint64_t rng;
+
+static uint32_t rnd(uint32_t n)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (uint32_t)(rng % n);
+}
+
+static size_t cases(size_t normal)
+{
+	const char *l = getenv("MADVX_TEST_LONG");
+
+	return l && *l == '1' ? normal * 25 : normal;
+}
+
+static void random_layout(struct layout *l)
+{
+	memset(l, 0, sizeof(*l));
+	for (int i = 0; i < NPAGES; i++) {
+		l->readonly[i] = rnd(4) == 0;
+		l->hole[i] = rnd(12) == 0;
+	}
+}
+
+/*
+ * A mapping filled per page, split into VMAs and holes as @l says, between
+ * two PROT_NONE guard pages so that no later mmap() (the batch's storage,
+ * say) can land in a hole at either end.
+ */
+static uint8_t *make_area(const struct layout *l)
+{
+	size_t pg = test_page();
+	uint8_t *p = test_map_filled(NPAGES + 2, 0x40 - 1);
+
+	ck_assert_int_eq(mprotect(p, pg, PROT_NONE), 0);
+	ck_assert_int_eq(mprotect(p + (NPAGES + 1) * pg, pg, PROT_NONE), 0);
+	p += pg;
+
+	for (int i = 0; i < NPAGES; i++) {
+		if (l->hole[i])
+			ck_assert_int_eq(munmap(p + i * pg, pg), 0);
+		else if (l->readonly[i])
+			ck_assert_int_eq(mprotect(p + i * pg, pg, PROT_READ), 0);
+	}
+	return p;
+}
+
+static bool range_has_hole(const struct layout *l, size_t off, size_t len)
+{
+	size_t pg = test_page();
+
+	for (size_t i = off / pg; i < NPAGES && i * pg < off + len; i++)
+		if (l->hole[i])
+			return true;
+	return false;
+}
+
+static uint64_t mapped_in(const struct layout *l, size_t off, size_t len)
+{
+	size_t pg = test_page();
+	uint64_t n = 0;
+
+	len = (len + pg - 1) & ~(pg - 1);
+	for (size_t i = off / pg; i < NPAGES && i * pg < off + len; i++)
+		n += !l->hole[i] ? pg : 0;
+	return n;
+}
+
+static int random_advice(void)
+{
+	static const int adv[] = {
+		MADV_DONTNEED, MADV_DONTNEED, MADV_DONTNEED, MADV_FREE,
+		MADV_FREE, MADV_COLD, MADV_WILLNEED, MADV_POPULATE_READ,
+		MADV_POPULATE_READ,
+	};
+
+	return adv[rnd(ARRAY_SIZE(adv))];
+}
+
+static int random_hints(const struct layout *l, struct hint_spec *h)
+{
+	size_t pg = test_page();
+	int n = 1 + (int)rnd(MAX_HINTS);
+
+	for (int i = 0; i < n; i++) {
+		size_t page = rnd(NPAGES), len;
+
+		h[i].off = page * pg + (rnd(25) == 0 ? 1 + rnd((uint32_t)pg - 1) : 0);
+		switch (rnd(6)) {
+		case 0:
+			len = rnd(20) == 0 ? 0 : 1 + rnd((uint32_t)pg * 3);
+			break;
+		case 1:
+			len = (1 + rnd(16)) * pg;	/* likely to cross VMAs */
+			break;
+		default:
+			len = (1 + rnd(3)) * pg;
+			break;
+		}
+		if (h[i].off + len > NPAGES * pg)
+			len = NPAGES * pg - h[i].off;
+		h[i].len = len;
+		h[i].advice = random_advice();
+		/*
+		 * POPULATE stops at the first hole (madvise_populate()), where
+		 * the batch advises every mapped part (documented in madvx.h):
+		 * keep it off holes so the oracle compares like with like.
+		 */
+		if (h[i].advice == MADV_POPULATE_READ && range_has_hole(l, h[i].off, len))
+			h[i].advice = MADV_DONTNEED;
+	}
+	return n;
+}
+
+static void compare_areas(const struct layout *l, uint8_t *a, uint8_t *b,
+			  uint64_t seed)
+{
+	size_t pg = test_page();
+
+	for (int i = 0; i < NPAGES; i++) {
+		if (l->hole[i])
+			continue;
+		/* Residency first: reading a zapped page would map it. */
+		ck_assert_msg(test_resident(a + i * pg) == test_resident(b + i * pg),
+			      "seed %llu page %d: residency differs", (unsigned long long)seed, i);
+		ck_assert_msg(!memcmp(a + i * pg, b + i * pg, pg),
+			      "seed %llu page %d: contents differ", (unsigned long long)seed, i);
+	}
+}
+
+static void unmap_area(const struct layout *l, uint8_t *p)
+{
+	(void)l;
+	munmap(p - test_page(), (NPAGES + 2) * test_page());
+}
+
+/* One oracle case with @flags for the batch; returns nothing, asserts. */
+static void oracle_case(uint64_t seed, uint32_t flags)
+{
+	struct madvx_batch_opts o = { .size = sizeof(o), .flags = flags };
+	struct hint_spec h[MAX_HINTS];
+	int err_oracle[MAX_HINTS], idx[MAX_HINTS];
+	struct madvx_batch *b;
+	const struct madvx_hint *res;
+	struct layout l;
+	uint8_t *ref, *lib;
+	uint32_t nres;
+	int n;
+
+	rng = seed * 0x9e3779b97f4a7c15ULL + 1;
+	random_layout(&l);
+	n = random_hints(&l, h);
+	ck_assert_int_eq(madvx_batch_create(&o, &b), 0);
+	ref = make_area(&l);
+	lib = make_area(&l);
+
+	for (int i = 0; i < n; i++)
+		err_oracle[i] = madvise(ref + h[i].off, h[i].len, h[i].advice) ? errno : 0;
+
+	for (int i = 0; i < n; i++)
+		idx[i] = madvx_batch_add(b, lib + h[i].off, h[i].len, h[i].advice);
+	madvx_batch_flush(b);
+	res = madvx_batch_results(b, &nres);
+
+	for (int i = 0; i < n; i++) {
+		int err = idx[i] < 0 ? -idx[i] : res[idx[i]].err;
+
+		ck_assert_msg(err == err_oracle[i],
+			      "seed %llu hint %d (+%zu, %zu, advice %d): batch err %d, madvise err %d",
+			      (unsigned long long)seed, i, h[i].off, h[i].len, h[i].advice,
+			      err, err_oracle[i]);
+		if (idx[i] >= 0)
+			ck_assert_msg(res[idx[i]].done == mapped_in(&l, h[i].off, h[i].len),
+				      "seed %llu hint %d: done %llu, mapped %llu",
+				      (unsigned long long)seed, i,
+				      (unsigned long long)res[idx[i]].done,
+				      (unsigned long long)mapped_in(&l, h[i].off, h[i].len));
+	}
+	compare_areas(&l, ref, lib, seed);
+	madvx_batch_free(b);
+	unmap_area(&l, ref);
+	unmap_area(&l, lib);
+}
+
+static void oracle_run(uint32_t flags)
+{
+	size_t n = cases(1000);
+
+	for (size_t s = 1; s <= n; s++)
+		oracle_case(s, flags);
+}
+
+static void oracle_default(void)
+{
+	oracle_run(0);
+}
+
+static void oracle_no_vector(void)
+{
+	oracle_run(MADVX_BATCH_NO_VECTOR);
+}
+
+START_TEST(oracle_matches_madvise_loop)
+{
+	test_in_child(NULL, oracle_default);
+}
+END_TEST
+
+START_TEST(oracle_without_process_madvise)
+{
+	test_in_child("process_madvise", oracle_default);
+}
+END_TEST
+
+START_TEST(oracle_without_procmap_query)
+{
+	test_in_child("procmap_query", oracle_default);
+}
+END_TEST
+
+START_TEST(oracle_without_pidfd_self)
+{
+	test_in_child("pidfd_self", oracle_default);
+}
+END_TEST
+
+START_TEST(oracle_old_kernel)
+{
+	test_in_child("process_madvise,pidfd_self,procmap_query,per_vma_madvise", oracle_default);
+}
+END_TEST
+
+START_TEST(oracle_no_vector_flag)
+{
+	test_in_child(NULL, oracle_no_vector);
+}
+END_TEST
+
+/* Submission order between different advices on one range is kept. */
+START_TEST(order_between_advices_is_kept)
+{
+	struct madvx_batch *b;
+	uint8_t *p = test_map_filled(8, 1);
+	size_t pg = test_page();
+
+	ck_assert_int_eq(madvx_batch_create(NULL, &b), 0);
+	/* DONTNEED then POPULATE_READ: populated (zero page mapped). */
+	madvx_batch_add(b, p, 4 * pg, MADV_DONTNEED);
+	madvx_batch_add(b, p, 4 * pg, MADV_POPULATE_READ);
+	/* POPULATE_READ then DONTNEED: gone. */
+	madvx_batch_add(b, p + 4 * pg, 4 * pg, MADV_POPULATE_READ);
+	madvx_batch_add(b, p + 4 * pg, 4 * pg, MADV_DONTNEED);
+	ck_assert_int_eq(madvx_batch_flush(b), 0);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(test_resident(p + i * pg), 1);
+	for (int i = 4; i < 8; i++)
+		ck_assert_int_eq(test_resident(p + i * pg), 0);
+	for (int i = 0; i < 8; i++)
+		ck_assert(test_page_zero(p + i * pg));
+	madvx_batch_free(b);
+	munmap(p, 8 * pg);
+}
+END_TEST
+
+/* 32 two-page hints over 3 VMAs and a hole: 4 entries in one call. */
+START_TEST(plan_merges_and_splits)
+{
+	size_t pg = test_page();
+	uint8_t *p = test_map_filled(64, 1);
+	struct madvx_stats st = { .size = sizeof(st) };
+	struct madvx_batch *b;
+	const struct madvx_hint *r;
+	uint32_t n;
+
+	ck_assert_int_eq(mprotect(p + 10 * pg, 5 * pg, PROT_READ), 0);
+	ck_assert_int_eq(munmap(p + 30 * pg, 2 * pg), 0);
+	ck_assert_int_eq(madvx_batch_create(NULL, &b), 0);
+	for (int i = 0; i < 64; i += 2)
+		ck_assert_int_eq(madvx_batch_add(b, p + i * pg, 2 * pg, MADV_DONTNEED), i / 2);
+	ck_assert_int_eq(madvx_batch_flush(b), -ENOMEM);
+	r = madvx_batch_results(b, &n);
+	ck_assert_uint_eq(n, 32);
+	for (uint32_t i = 0; i < n; i++) {
+		ck_assert_int_eq(r[i].err, i == 15 ? ENOMEM : 0);
+		ck_assert_uint_eq(r[i].done, i == 15 ? 0 : 2 * pg);
+	}
+	for (int i = 0; i < 64; i++)
+		if (i < 30 || i >= 32)
+			ck_assert(test_page_zero(p + i * pg));
+	ck_assert_int_eq(madvx_batch_stats(b, &st), 0);
+	ck_assert_uint_eq(st.hints, 32);
+	ck_assert_uint_eq(st.failed, 1);
+	ck_assert_uint_eq(st.errors[ENOMEM], 1);
+	ck_assert_uint_eq(st.bytes, 62 * pg);
+	if (madvx_feature_supported(MADVX_FEAT_PROCESS_MADVISE) == 1) {
+		/* [0,10) [10,15) [15,30) [32,64): one vector of four entries. */
+		ck_assert_uint_eq(st.syscalls, 1);
+		ck_assert_uint_eq(st.vector_entries, 4);
+	}
+	madvx_batch_free(b);
+	munmap(p, 64 * pg);
+}
+END_TEST
+
+START_TEST(bad_input_is_rejected_like_madvise)
+{
+	struct madvx_batch_opts o = { .size = sizeof(o) };
+	struct madvx_batch *b;
+	uint8_t *p = test_map_filled(1, 1);
+	char big[sizeof(o) + 8] = { 0 };
+
+	ck_assert_int_eq(madvx_batch_add(NULL, p, 4096, MADV_DONTNEED), -EINVAL);
+	ck_assert_int_eq(madvx_batch_flush(NULL), -EINVAL);
+	ck_assert_int_eq(madvx_batch_create(NULL, NULL), -EINVAL);
+	o.capacity = (1U << 24) + 1;
+	ck_assert_int_eq(madvx_batch_create(&o, &b), -EINVAL);
+	o.capacity = 0;
+	o.flags = 1U << 31;
+	ck_assert_int_eq(madvx_batch_create(&o, &b), -EINVAL);
+	o.flags = 0;
+	memcpy(big, &o, sizeof(o));
+	((struct madvx_batch_opts *)big)->size = sizeof(big);
+	big[sizeof(o) + 3] = 1;
+	ck_assert_int_eq(madvx_batch_create((struct madvx_batch_opts *)big, &b), -E2BIG);
+
+	ck_assert_int_eq(madvx_batch_create(NULL, &b), 0);
+	ck_assert_int_eq(madvx_batch_add(b, p + 1, 4096, MADV_DONTNEED), -EINVAL);
+	ck_assert_int_eq(madvx_batch_add(b, p, 4096, 12345), -EINVAL);
+	ck_assert_int_eq(madvx_batch_add(b, p, 4096, -1), -EINVAL);
+	ck_assert_int_eq(madvx_batch_add(b, p, SIZE_MAX - 100, MADV_DONTNEED), -EINVAL);
+	ck_assert_int_eq(madvx_batch_add(b, (void *)(UINTPTR_MAX & ~4095UL), 8192,
+					 MADV_DONTNEED), -EINVAL);
+	/* Zero length is fine, as for madvise(). */
+	ck_assert_int_eq(madvx_batch_add(b, p, 0, MADV_DONTNEED), 0);
+	ck_assert_uint_eq(madvx_batch_pending(b), 1);
+	ck_assert_int_eq(madvx_batch_flush(b), 0);
+	ck_assert_int_eq(p[0], 1);
+	madvx_batch_free(b);
+	madvx_batch_free(NULL);
+	munmap(p, test_page());
+}
+END_TEST
+
+START_TEST(full_batch_enospc_or_autoflush)
+{
+	struct madvx_batch_opts o = { .size = sizeof(o), .capacity = 4 };
+	size_t pg = test_page();
+	uint8_t *p = test_map_filled(5, 1);
+	struct madvx_batch *b;
+
+	ck_assert_int_eq(madvx_batch_create(&o, &b), 0);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(madvx_batch_add(b, p + i * pg, pg, MADV_DONTNEED), i);
+	ck_assert_int_eq(madvx_batch_add(b, p + 4 * pg, pg, MADV_DONTNEED), -ENOSPC);
+	ck_assert_int_eq(p[0], 1);	/* nothing applied yet */
+	madvx_batch_free(b);
+
+	o.flags = MADVX_BATCH_AUTOFLUSH;
+	ck_assert_int_eq(madvx_batch_create(&o, &b), 0);
+	for (int i = 0; i < 5; i++)
+		madvx_batch_add(b, p + i * pg, pg, MADV_DONTNEED);
+	ck_assert_uint_eq(madvx_batch_pending(b), 1);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(test_resident(p + i * pg), 0);
+	ck_assert_int_eq(test_resident(p + 4 * pg), 1);
+	ck_assert_int_eq(madvx_batch_flush(b), 0);
+	ck_assert_int_eq(test_resident(p + 4 * pg), 0);
+	madvx_batch_free(b);
+	munmap(p, 5 * pg);
+}
+END_TEST
+
+static int errors_seen;
+
+static void count_error(void *ctx, const struct madvx_hint *h)
+{
+	ck_assert_ptr_eq(ctx, &errors_seen);
+	ck_assert_int_eq(h->err, ENOMEM);
+	errors_seen++;
+}
+
+/* Failures of automatic flushes reach on_error and the next explicit flush. */
+START_TEST(autoflush_failures_are_reported)
+{
+	struct madvx_batch_opts o = {
+		.size = sizeof(o), .capacity = 2, .flags = MADVX_BATCH_AUTOFLUSH,
+		.on_error = count_error, .on_error_ctx = &errors_seen,
+	};
+	size_t pg = test_page();
+	uint8_t *p = test_map_filled(4, 1);
+	struct madvx_batch *b;
+
+	ck_assert_int_eq(munmap(p + pg, pg), 0);
+	ck_assert_int_eq(madvx_batch_create(&o, &b), 0);
+	madvx_batch_add(b, p + pg, pg, MADV_DONTNEED);	/* the hole */
+	madvx_batch_add(b, p, pg, MADV_DONTNEED);
+	madvx_batch_add(b, p + 2 * pg, pg, MADV_DONTNEED);	/* autoflush of the first two */
+	ck_assert_int_eq(errors_seen, 1);
+	ck_assert_int_eq(madvx_batch_flush(b), -ENOMEM);
+	ck_assert_int_eq(madvx_batch_flush(b), 0);	/* reported once */
+	ck_assert(test_page_zero(p) && test_page_zero(p + 2 * pg));
+	madvx_batch_free(b);
+	munmap(p, 4 * pg);
+}
+END_TEST
+
+START_TEST(caller_storage)
+{
+	static uint8_t storage[1 << 20] __attribute__((aligned(64)));
+	struct madvx_batch_opts o = {
+		.size = sizeof(o), .capacity = 256,
+		.storage = storage, .storage_size = 100,
+	};
+	struct madvx_batch *b;
+	uint8_t *p = test_map_filled(2, 1);
+
+	ck_assert_int_eq(madvx_batch_create(&o, &b), -ENOSPC);
+	o.storage_size = madvx_batch_storage_size(256);
+	ck_assert_uint_le(o.storage_size, sizeof(storage));
+	ck_assert_int_eq(madvx_batch_create(&o, &b), 0);
+	ck_assert_ptr_eq(b, (void *)storage);
+	madvx_batch_add(b, p, 2 * test_page(), MADV_DONTNEED);
+	ck_assert_int_eq(madvx_batch_flush(b), 0);
+	ck_assert(test_page_zero(p));
+	madvx_batch_free(b);	/* must not unmap caller storage */
+	storage[0] ^= 1;
+	munmap(p, 2 * test_page());
+}
+END_TEST
+
+/*
+ * A batch made before fork() used in the child advises the child's memory,
+ * never the parent's (with PIDFD_SELF off the library holds a pidfd, which
+ * in the child would still name the parent).
+ */
+static struct madvx_batch *fork_batch;
+static uint8_t *fork_mem;
+
+static void child_flushes(void)
+{
+	fork_mem[0] = 7;	/* COW: the child's own copy */
+	if (madvx_batch_add(fork_batch, fork_mem, 4 * test_page(), MADV_DONTNEED) < 0)
+		_exit(1);
+	if (madvx_batch_flush(fork_batch))
+		_exit(2);
+	if (!test_page_zero(fork_mem) || test_resident(fork_mem + test_page()))
+		_exit(3);
+}
+
+static void parent_forks_with_batch(void)
+{
+	ck_assert_int_eq(madvx_batch_create(NULL, &fork_batch), 0);
+	fork_mem = test_map_filled(4, 9);
+	/* Make the library open its pidfd and maps fd in the parent. */
+	madvx_batch_add(fork_batch, fork_mem + 3 * test_page(), test_page(), MADV_COLD);
+	ck_assert_int_eq(madvx_batch_flush(fork_batch), 0);
+	test_in_child(NULL, child_flushes);
+	for (int i = 0; i < 4; i++)
+		if (fork_mem[i * test_page()] != 9 + i)
+			_exit(10 + i);
+}
+
+START_TEST(fork_child_advises_itself)
+{
+	test_in_child("pidfd_self", parent_forks_with_batch);
+	test_in_child("pidfd_self,procmap_query", parent_forks_with_batch);
+	test_in_child(NULL, parent_forks_with_batch);
+}
+END_TEST
+
+/* Several threads with a batch each while another thread maps and unmaps. */
+static atomic_bool stop_churn;
+
+static void *churn(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&stop_churn)) {
+		void *m = mmap(NULL, 16 * test_page(), PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (m != MAP_FAILED) {
+			memset(m, 1, test_page());
+			munmap(m, 16 * test_page());
+		}
+	}
+	return NULL;
+}
+
+static void *batch_worker(void *arg)
+{
+	size_t pg = test_page();
+	struct madvx_batch *b;
+	uintptr_t ok = 1;
+
+	(void)arg;
+	if (madvx_batch_create(NULL, &b))
+		return NULL;
+	for (int round = 0; round < 50; round++) {
+		uint8_t *p = test_map_filled(64, (uint8_t)round);
+
+		mprotect(p + 16 * pg, 16 * pg, PROT_READ);
+		for (int i = 0; i < 64; i += 2)
+			madvx_batch_add(b, p + i * pg, pg, MADV_DONTNEED);
+		if (madvx_batch_flush(b))
+			ok = 0;
+		for (int i = 0; i < 64; i++) {
+			bool zero = test_page_zero(p + i * pg);
+
+			if (zero != (i % 2 == 0))
+				ok = 0;
+		}
+		munmap(p, 64 * pg);
+	}
+	madvx_batch_free(b);
+	return (void *)ok;
+}
+
+START_TEST(threads_with_concurrent_mmap)
+{
+	pthread_t bg, w[4];
+	void *ok;
+
+	atomic_store(&stop_churn, false);
+	ck_assert_int_eq(pthread_create(&bg, NULL, churn, NULL), 0);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(pthread_create(&w[i], NULL, batch_worker, NULL), 0);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(pthread_join(w[i], &ok), 0);
+		ck_assert_ptr_eq(ok, (void *)1);
+	}
+	atomic_store(&stop_churn, true);
+	pthread_join(bg, NULL);
+}
+END_TEST
+
+/* Entries of a userfaultfd-armed region never share a call with fast-path ones. */
+START_TEST(uffd_region_entries_go_apart)
+{
+	size_t pg = test_page();
+	uint8_t *a = test_map_filled(8, 1), *u = test_map_filled(8, 2);
+	struct madvx_stats st = { .size = sizeof(st) };
+	struct madvx_batch *b;
+
+	ck_assert_int_eq(madvx_region_register(u, 8 * pg, MADVX_REGION_UFFD), 0);
+	ck_assert_int_eq(madvx_region_register(u, pg, 0), -EEXIST);
+	ck_assert_int_eq(madvx_region_register(u + 1, pg, 0), -EINVAL);
+	ck_assert_int_eq(madvx_batch_create(NULL, &b), 0);
+	madvx_batch_add(b, u, 8 * pg, MADV_DONTNEED);
+	madvx_batch_add(b, a, 8 * pg, MADV_DONTNEED);
+	ck_assert_int_eq(madvx_batch_flush(b), 0);
+	ck_assert_int_eq(madvx_batch_stats(b, &st), 0);
+	ck_assert_uint_eq(st.fallback_entries, 1);
+	if (madvx_feature_supported(MADVX_FEAT_PROCESS_MADVISE) == 1)
+		ck_assert_uint_eq(st.syscalls, 2);
+	ck_assert(test_page_zero(a) && test_page_zero(u + 7 * pg));
+	ck_assert_int_eq(madvx_region_unregister(u), 0);
+	ck_assert_int_eq(madvx_region_unregister(u), -ENOENT);
+	madvx_batch_free(b);
+	munmap(a, 8 * pg);
+	munmap(u, 8 * pg);
+}
+END_TEST
+
+/* madvx_release(): threshold, explicit flush, thread exit, advice choice. */
+static uint8_t *rel_mem;
+
+static void *release_and_exit(void *arg)
+{
+	(void)arg;
+	madvx_release(rel_mem, test_page());	/* below the threshold */
+	return NULL;	/* thread exit must apply it */
+}
+
+START_TEST(release_flush_policy)
+{
+	struct madvx_release_opts ro = { .size = sizeof(ro), .flush_bytes = 4 * test_page() };
+	size_t pg = test_page();
+	pthread_t t;
+
+	rel_mem = test_map_filled(16, 3);
+	ck_assert_int_eq(madvx_release(rel_mem + 1, pg), -EINVAL);
+	ck_assert_int_eq(madvx_release_config(&ro), 0);
+	ck_assert_int_eq(madvx_release(rel_mem + 8 * pg, pg), 0);
+	ck_assert_int_eq(test_resident(rel_mem + 8 * pg), 1);	/* pending */
+	ck_assert_int_eq(madvx_release(rel_mem + 9 * pg, 3 * pg), 0);	/* threshold */
+	ck_assert_int_eq(test_resident(rel_mem + 8 * pg), 0);
+	ck_assert_int_eq(test_resident(rel_mem + 11 * pg), 0);
+	ck_assert_int_eq(madvx_release(rel_mem + 12 * pg, pg), 0);
+	ck_assert_int_eq(madvx_release_flush(), 0);
+	ck_assert_int_eq(test_resident(rel_mem + 12 * pg), 0);
+
+	ck_assert_int_eq(pthread_create(&t, NULL, release_and_exit, NULL), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_int_eq(test_resident(rel_mem), 0);
+
+	/* MADV_FREE: applied, but the data stays until memory pressure. */
+	ro.advice = MADV_FREE;
+	ck_assert_int_eq(madvx_release_config(&ro), 0);
+	ck_assert_int_eq(madvx_release(rel_mem + 14 * pg, pg), 0);
+	ck_assert_int_eq(madvx_release_flush(), 0);
+	ck_assert_int_eq(rel_mem[14 * pg], 3 + 14);
+	ro.advice = MADV_COLD;
+	ck_assert_int_eq(madvx_release_config(&ro), -EINVAL);
+
+	/* Errors of deferred flushes come back from madvx_release_flush(). */
+	ck_assert_int_eq(munmap(rel_mem + 15 * pg, pg), 0);
+	ck_assert_int_eq(madvx_release(rel_mem + 15 * pg, pg), 0);
+	ck_assert_int_eq(madvx_release_flush(), -ENOMEM);
+	munmap(rel_mem, 15 * pg);
+}
+END_TEST
+
+START_TEST(process_stats_add_up)
+{
+	struct madvx_stats before = { .size = sizeof(before) }, after = { .size = sizeof(after) };
+	uint8_t *p = test_map_filled(4, 1);
+	struct madvx_batch *b;
+
+	ck_assert_int_eq(madvx_stats_get(&before), 0);
+	ck_assert_int_eq(madvx_batch_create(NULL, &b), 0);
+	madvx_batch_add(b, p, 2 * test_page(), MADV_DONTNEED);
+	madvx_batch_add(b, p + 2 * test_page(), 2 * test_page(), MADV_DONTNEED);
+	ck_assert_int_eq(madvx_batch_flush(b), 0);
+	ck_assert_int_eq(madvx_stats_get(&after), 0);
+	ck_assert_uint_eq(after.hints - before.hints, 2);
+	ck_assert_uint_eq(after.merged - before.merged, 1);
+	ck_assert_uint_eq(after.bytes - before.bytes, 4 * test_page());
+	ck_assert_uint_eq(after.flushes - before.flushes, 1);
+	ck_assert_int_eq(madvx_stats_get(NULL), -EINVAL);
+	madvx_batch_free(b);
+	munmap(p, 4 * test_page());
+}
+END_TEST
+
+START_TEST(advice_index_table_is_consistent)
+{
+	int adv[64], n = madvx_advice_list(adv, 64);
+
+	for (int i = 0; i < n; i++)
+		ck_assert_int_eq(madvx_advice_index(adv[i]), i);
+	ck_assert_int_eq(madvx_advice_index(5), -1);
+	ck_assert_int_eq(madvx_advice_index(104), -1);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("batch");
+	TCase *oracle = tcase_create("oracle");
+	TCase *api = tcase_create("api");
+
+	tcase_set_timeout(oracle, 600);
+	tcase_add_test(oracle, oracle_matches_madvise_loop);
+	tcase_add_test(oracle, oracle_without_process_madvise);
+	tcase_add_test(oracle, oracle_without_procmap_query);
+	tcase_add_test(oracle, oracle_without_pidfd_self);
+	tcase_add_test(oracle, oracle_old_kernel);
+	tcase_add_test(oracle, oracle_no_vector_flag);
+	suite_add_tcase(s, oracle);
+
+	tcase_set_timeout(api, 60);
+	tcase_add_test(api, order_between_advices_is_kept);
+	tcase_add_test(api, plan_merges_and_splits);
+	tcase_add_test(api, bad_input_is_rejected_like_madvise);
+	tcase_add_test(api, full_batch_enospc_or_autoflush);
+	tcase_add_test(api, autoflush_failures_are_reported);
+	tcase_add_test(api, caller_storage);
+	tcase_add_test(api, fork_child_advises_itself);
+	tcase_add_test(api, threads_with_concurrent_mmap);
+	tcase_add_test(api, uffd_region_entries_go_apart);
+	tcase_add_test(api, release_flush_policy);
+	tcase_add_test(api, process_stats_add_up);
+	tcase_add_test(api, advice_index_table_is_consistent);
+	suite_add_tcase(s, api);
+	return test_run_suite(s);
+}
