@@ -416,6 +416,27 @@ static uint64_t mapped_bytes(struct madvx_batch *b, uint64_t start, uint64_t len
 	return n;
 }
 
+/*
+ * madvise() advised the mapped parts of @e and said ENOMEM for the rest:
+ * credit each hint with what is mapped of its part.
+ */
+void madvx_entry_enomem(struct madvx_batch *b, const struct madvx_entry *e)
+{
+	for (uint32_t k = e->first; k <= e->last; k++) {
+		uint32_t idx = b->sorted[k].idx;
+		const struct hint_int *h = &b->hints[idx];
+		uint64_t lo = h->start > e->start ? h->start : e->start;
+		uint64_t ov = overlap(h->start, h->end, e->start, e->start + e->len);
+		uint64_t m;
+
+		if (!ov)
+			continue;
+		m = mapped_bytes(b, lo, ov);
+		b->st.bytes += m;
+		credit_hint(b, idx, m, m < ov ? ENOMEM : 0);
+	}
+}
+
 void madvx_entry_madvise(struct madvx_batch *b, int advice, const struct madvx_entry *e)
 {
 	long ret;
@@ -427,29 +448,12 @@ void madvx_entry_madvise(struct madvx_batch *b, int advice, const struct madvx_e
 			break;
 		b->st.retries++;
 	}
-	if (ret == 0) {
+	if (ret == 0)
 		madvx_entry_done(b, e, e->len, 0);
-	} else if (ret == -ENOMEM) {
-		/*
-		 * madvise() advised the mapped parts and said ENOMEM for the
-		 * rest: credit each hint with what is mapped of its part.
-		 */
-		for (uint32_t k = e->first; k <= e->last; k++) {
-			uint32_t idx = b->sorted[k].idx;
-			const struct hint_int *h = &b->hints[idx];
-			uint64_t lo = h->start > e->start ? h->start : e->start;
-			uint64_t ov = overlap(h->start, h->end, e->start, e->start + e->len);
-			uint64_t m;
-
-			if (!ov)
-				continue;
-			m = mapped_bytes(b, lo, ov);
-			b->st.bytes += m;
-			credit_hint(b, idx, m, m < ov ? ENOMEM : 0);
-		}
-	} else {
+	else if (ret == -ENOMEM)
+		madvx_entry_enomem(b, e);
+	else
 		madvx_entry_done(b, e, 0, (int)-ret);
-	}
 }
 
 /* ---- issuing ---- */
@@ -741,14 +745,11 @@ static void publish_stats(struct madvx_batch *b)
 			atomic_fetch_add(&gstats.errors[i], d->errors[i]);
 }
 
-/* Apply everything queued; returns the first failure's -errno or 0. */
-static int flush_hints(struct madvx_batch *b)
+/* Plan and issue everything queued, epoch by epoch. */
+static void issue_hints(struct madvx_batch *b)
 {
 	uint32_t from = 0;
-	int first_err = 0;
 
-	if (!b->count)
-		return 0;
 	madvx_vma_cache_reset(&b->vmas);
 	b->vmas.queries = 0;
 	while (from < b->count) {
@@ -759,6 +760,13 @@ static int flush_hints(struct madvx_batch *b)
 		flush_epoch(b, from, to);
 		from = to;
 	}
+}
+
+/* Every entry is credited: count failures, report them, publish results. */
+static int tally_hints(struct madvx_batch *b)
+{
+	int first_err = 0;
+
 	b->st.flushes++;
 	b->st.vma_queries += b->vmas.queries;
 	for (uint32_t i = 0; i < b->count; i++) {
@@ -784,6 +792,37 @@ static int flush_hints(struct madvx_batch *b)
 	b->epoch_start = 0;
 	b->epoch_advices = 0;
 	return first_err ? -first_err : 0;
+}
+
+/* Apply everything queued; returns the first failure's -errno or 0. */
+static int flush_hints(struct madvx_batch *b)
+{
+	if (!b->count)
+		return 0;
+	issue_hints(b);
+	return tally_hints(b);
+}
+
+int madvx_batch_issue_deferred(struct madvx_batch *b, madvx_issue_fn issue, void *ctx)
+{
+	b->issue = issue;
+	b->issue_ctx = ctx;
+	if (b->count)
+		issue_hints(b);
+	b->issue = NULL;
+	b->issue_ctx = NULL;
+	return 0;
+}
+
+int madvx_batch_complete(struct madvx_batch *b)
+{
+	int ret;
+
+	if (b->count)
+		tally_hints(b);
+	ret = b->sticky_err ? -b->sticky_err : 0;
+	b->sticky_err = 0;
+	return ret;
 }
 
 int madvx_batch_flush_via(struct madvx_batch *b, madvx_issue_fn issue, void *ctx)

@@ -37,9 +37,24 @@ MADVX_HIDDEN int madvx_batch_flush_via(struct madvx_batch *b, madvx_issue_fn iss
 				       void *ctx);
 MADVX_HIDDEN void *madvx_batch_issue_ctx(struct madvx_batch *b);
 
+/*
+ * The asynchronous form: plan and hand every group to @issue, which may
+ * credit entries later (after this returns, from any thread that owns the
+ * batch then). Entries passed to @issue live only during the call: copy
+ * them. Once every entry is credited, madvx_batch_complete() counts the
+ * failures, calls on_error and publishes results; it returns what
+ * madvx_batch_flush() would (the first failure since the last flush).
+ */
+MADVX_HIDDEN int madvx_batch_issue_deferred(struct madvx_batch *b, madvx_issue_fn issue,
+					    void *ctx);
+MADVX_HIDDEN int madvx_batch_complete(struct madvx_batch *b);
+
 /* Credit @e with success (@ok) or with @err for every hint it covers. */
 MADVX_HIDDEN void madvx_entry_done(struct madvx_batch *b, const struct madvx_entry *e,
 				   uint64_t done, int err);
+
+/* madvise(2) of @e said ENOMEM: credit each hint with what is mapped of its part. */
+MADVX_HIDDEN void madvx_entry_enomem(struct madvx_batch *b, const struct madvx_entry *e);
 
 /* Apply one entry with madvise(2) and credit it: the exact-semantics path. */
 MADVX_HIDDEN void madvx_entry_madvise(struct madvx_batch *b, int advice,
