@@ -371,6 +371,328 @@ MADVX_API int madvx_release_config(const struct madvx_release_opts *opts);
 /* userfaultfd (src/uffd.c)                                                  */
 /* ------------------------------------------------------------------------ */
 
+/*
+ * A userfaultfd (Linux 4.3+) with the features its user negotiated, and the
+ * operations that resolve faults with exact progress. Users: concurrent
+ * compacting GCs (which move live pages with UFFDIO_MOVE, 6.8) and
+ * lazy-restore tools. Feature and mode bits are the kernel's own
+ * (UFFD_FEATURE_* and UFFD_PAGEFAULT_FLAG_* from <linux/userfaultfd.h>).
+ *
+ * Addresses and lengths are uint64_t and must be page aligned (EXACT_ADDRESS
+ * fault addresses excepted). Every operation must stay inside one VMA on each
+ * side; the *_list functions split at VMA boundaries for you.
+ *
+ * Progress: each operation sets *done (if non-NULL) to the bytes from the
+ * start of the range that are now resolved, including pages that were
+ * already present (EEXIST: the operation wakes their waiters and continues
+ * after them, unless MADVX_UFFD_EEXIST_STOP), and returns 0 when all of @len
+ * was done, else the -errno that stopped it at @dst + *done.
+ *
+ * EAGAIN: while a fork, mremap, MADV_REMOVE/DONTNEED or munmap event of this
+ * uffd is pending and not yet read (the kernel's mmap_changing), operations
+ * fail with -EAGAIN and *done tells where they stopped. Call
+ * madvx_uffd_drain() (it reads the pending events into the handle's queue,
+ * where madvx_uffd_read_events() and madvx_uffd_handle() deliver them, so
+ * none is lost) and retry from @dst + *done; or pass MADVX_UFFD_RETRY to have
+ * the operation do exactly that for up to about two seconds.
+ *
+ * Thread-safety: one handle may be used from many threads at once: the
+ * operations only issue ioctls (the kernel serialises per page) and update
+ * atomic counters; event reading and the event queue are under a mutex.
+ * madvx_uffd_free() must not race with any other call on the handle. Reading
+ * the fd with read(2) outside the library is not supported (events queued by
+ * madvx_uffd_drain() would be delivered out of order).
+ * Fork: the handle stays with the parent; a child gets nothing usable from it
+ * (UFFD_FEATURE_EVENT_FORK gives the parent a new uffd for the child's mm).
+ */
+struct madvx_uffd;
+
+/* madvx_uffd_opts.flags */
+#define MADVX_UFFD_NONBLOCK		(1U << 0)	/* O_NONBLOCK on the fd */
+#define MADVX_UFFD_USER_MODE_ONLY	(1U << 1)	/* always UFFD_USER_MODE_ONLY (5.11) */
+#define MADVX_UFFD_KERNEL_FAULTS	(1U << 2)	/* never settle for USER_MODE_ONLY */
+
+struct madvx_uffd_opts {
+	size_t size;			/* sizeof(struct madvx_uffd_opts) */
+	uint64_t features;		/* UFFD_FEATURE_* required: open fails without them */
+	uint64_t optional_features;	/* UFFD_FEATURE_* enabled where the kernel has them */
+	unsigned int flags;		/* MADVX_UFFD_NONBLOCK, ... */
+};
+
+/*
+ * madvx_uffd_missing_features - which of @features the running kernel (as
+ * probed, minus what MADVX_DISABLE turns off: uffd_move, uffd_poison,
+ * uffd_wp, uffd_wp_async, uffd_minor_shmem) does not offer. 0 means all are
+ * there; every bit when userfaultfd itself is unusable. Exact: bits unknown
+ * to the kernel are reported missing too.
+ */
+MADVX_API uint64_t madvx_uffd_missing_features(uint64_t features);
+
+/*
+ * madvx_uffd_open - a userfaultfd, O_CLOEXEC, handshake done.
+ * Opening tries userfaultfd(2) (4.3); on EPERM (vm.unprivileged_userfaultfd=0
+ * without CAP_SYS_PTRACE) userfaultfd(UFFD_USER_MODE_ONLY) (5.11), unless
+ * MADVX_UFFD_KERNEL_FAULTS; then /dev/userfaultfd + USERFAULTFD_IOC_NEW
+ * (6.1, needs access to the device node). UFFDIO_API enables
+ * opts->features plus the optional ones present. @opts may be NULL (no
+ * features, blocking fd).
+ * Returns 0 and *out, or -EINVAL (bad opts or flags, NULL out), -E2BIG
+ * (unknown nonzero opts tail), -EOPNOTSUPP (a required feature is missing:
+ * see madvx_uffd_missing_features()), -ENOSYS (no userfaultfd, or "uffd" in
+ * MADVX_DISABLE), -EPERM (not allowed; also UFFD_FEATURE_EVENT_FORK without
+ * CAP_SYS_PTRACE), -EMFILE/-ENOMEM.
+ */
+MADVX_API int madvx_uffd_open(const struct madvx_uffd_opts *opts,
+			      struct madvx_uffd **out);
+
+/* Close the fd and free the handle (queued fork fds are closed). NULL is a no-op. */
+MADVX_API void madvx_uffd_free(struct madvx_uffd *uffd);
+
+/* The userfaultfd, for poll/epoll or raw ioctls; -EINVAL for NULL. */
+MADVX_API int madvx_uffd_fd(const struct madvx_uffd *uffd);
+
+/*
+ * An fd that polls readable when madvx_uffd_handle()/madvx_uffd_read_events()
+ * has something to deliver: the uffd has events OR events queued by
+ * madvx_uffd_drain() wait OR madvx_uffd_stop() was called (an epoll fd
+ * watching both; it can sit in the caller's epoll set). -EINVAL for NULL.
+ */
+MADVX_API int madvx_uffd_poll_fd(const struct madvx_uffd *uffd);
+
+/* UFFD_FEATURE_* the handshake enabled (0 for NULL). */
+MADVX_API uint64_t madvx_uffd_features(const struct madvx_uffd *uffd);
+
+/* 1 if the fd was opened with UFFD_USER_MODE_ONLY, 0 if not, -EINVAL for NULL. */
+MADVX_API int madvx_uffd_user_mode_only(const struct madvx_uffd *uffd);
+
+/* Registration modes (the kernel's UFFDIO_REGISTER_MODE_* values). */
+#define MADVX_UFFD_MISSING	(1U << 0)	/* faults on missing pages (4.3 anon, 4.11 shmem) */
+#define MADVX_UFFD_WP		(1U << 1)	/* write-protect faults (5.7 anon, 5.19 shmem) */
+#define MADVX_UFFD_MINOR	(1U << 2)	/* minor faults: shmem (5.14), hugetlbfs (5.13) */
+
+/*
+ * madvx_uffd_register - arm [addr, addr + len) with @mode (MADVX_UFFD_*).
+ * *ioctls (if non-NULL) receives the range ioctls the kernel allows there
+ * (bit 1 << _UFFDIO_COPY, ...). The range may span VMAs; each must accept
+ * the mode.
+ * Returns 0, or -EINVAL (unaligned, empty or bad mode, range with holes: as
+ * the kernel says), -EOPNOTSUPP (the mode needs a feature the handle did not
+ * negotiate: WP needs UFFD_FEATURE_PAGEFAULT_FLAG_WP, MINOR needs
+ * UFFD_FEATURE_MINOR_SHMEM or _HUGETLBFS; or the memory cannot take it:
+ * MINOR on anonymous memory), -EBUSY (armed by another uffd), -ENOMEM.
+ */
+MADVX_API int madvx_uffd_register(struct madvx_uffd *uffd, uint64_t addr,
+				  uint64_t len, unsigned int mode, uint64_t *ioctls);
+
+/* madvx_uffd_unregister - disarm the range (waking its waiters). 0 or -errno. */
+MADVX_API int madvx_uffd_unregister(struct madvx_uffd *uffd, uint64_t addr,
+				    uint64_t len);
+
+/* Operation flags. */
+#define MADVX_UFFD_DONTWAKE		(1U << 0)	/* do not wake the faulting threads */
+#define MADVX_UFFD_MAP_WP		(1U << 1)	/* COPY (5.7), CONTINUE (6.4): map write-protected;
+							   WRITEPROTECT: protect (else unprotect) */
+#define MADVX_UFFD_ALLOW_SRC_HOLES	(1U << 2)	/* MOVE: a hole in the source moves as a hole */
+#define MADVX_UFFD_EEXIST_STOP		(1U << 3)	/* stop with -EEXIST at a present page */
+#define MADVX_UFFD_RETRY		(1U << 4)	/* on EAGAIN: madvx_uffd_drain() and retry */
+
+/*
+ * madvx_uffd_copy - UFFDIO_COPY (4.3): copy @len bytes from @src (any
+ * readable memory) into the missing pages at @dst.
+ * Errors: -EEXIST (only with EEXIST_STOP), -EAGAIN (mmap changing), -ENOENT
+ * (@dst not in one registered VMA), -EFAULT (@src unreadable), -EINVAL,
+ * -ENOMEM, -ESRCH (the mm is gone).
+ */
+MADVX_API int madvx_uffd_copy(struct madvx_uffd *uffd, uint64_t dst, uint64_t src,
+			      uint64_t len, unsigned int flags, uint64_t *done);
+
+/* madvx_uffd_zeropage - UFFDIO_ZEROPAGE (4.3): map zero pages at @dst. Errors as copy. */
+MADVX_API int madvx_uffd_zeropage(struct madvx_uffd *uffd, uint64_t dst,
+				  uint64_t len, unsigned int flags, uint64_t *done);
+
+/*
+ * madvx_uffd_move - UFFDIO_MOVE (6.8, UFFD_FEATURE_MOVE): move the pages at
+ * @src (private anonymous, exclusive to this process) to @dst (missing pages
+ * of a VMA registered with this uffd, same protection); @src is left empty.
+ * Zero copy: the pages themselves move.
+ * Errors: -EEXIST (only with EEXIST_STOP; the source page stays), -ENOENT
+ * (hole in @src without ALLOW_SRC_HOLES), -EBUSY (a source page is shared,
+ * e.g. with a child after fork, or pinned), -EINVAL (VMAs not private
+ * anonymous, different protections, or the range crosses a VMA), -EAGAIN,
+ * -ENOMEM, -ESRCH.
+ */
+MADVX_API int madvx_uffd_move(struct madvx_uffd *uffd, uint64_t dst, uint64_t src,
+			      uint64_t len, unsigned int flags, uint64_t *done);
+
+/*
+ * madvx_uffd_continue - UFFDIO_CONTINUE (5.13 hugetlbfs, 5.14 shmem): map the
+ * page-cache pages already at @addr (MINOR registration). Errors as copy;
+ * -EFAULT when the page cache has no page there.
+ */
+MADVX_API int madvx_uffd_continue(struct madvx_uffd *uffd, uint64_t addr,
+				  uint64_t len, unsigned int flags, uint64_t *done);
+
+/*
+ * madvx_uffd_poison - UFFDIO_POISON (6.6, UFFD_FEATURE_POISON): mark the
+ * missing pages at @addr poisoned; touching them raises SIGBUS. Errors as copy.
+ */
+MADVX_API int madvx_uffd_poison(struct madvx_uffd *uffd, uint64_t addr,
+				uint64_t len, unsigned int flags, uint64_t *done);
+
+/*
+ * madvx_uffd_writeprotect - UFFDIO_WRITEPROTECT (5.7): protect the range
+ * (MADVX_UFFD_MAP_WP) or remove the protection (waking the threads that
+ * faulted on it unless DONTWAKE). All or nothing as far as the kernel says:
+ * 0, or -EAGAIN, -ENOENT (not WP-registered), -EINVAL, -ENOMEM.
+ */
+MADVX_API int madvx_uffd_writeprotect(struct madvx_uffd *uffd, uint64_t addr,
+				      uint64_t len, unsigned int flags);
+
+/* madvx_uffd_wake - UFFDIO_WAKE: wake the threads faulting in the range. 0 or -errno. */
+MADVX_API int madvx_uffd_wake(struct madvx_uffd *uffd, uint64_t addr, uint64_t len);
+
+/*
+ * One (dst, src, len) of a move or copy list, with its result:
+ * done = bytes from dst now resolved (moved/copied or already present),
+ * existed = of which were already present (for MOVE their source pages
+ * stay where they were), err = 0 or the -errno that stopped it at dst + done.
+ */
+struct madvx_uffd_item {
+	uint64_t dst;
+	uint64_t src;
+	uint64_t len;
+	uint64_t done;
+	uint64_t existed;
+	int err;
+};
+
+/*
+ * madvx_uffd_move_list / madvx_uffd_copy_list - apply many items with the
+ * fewest ioctls: items are sorted by @dst, runs contiguous on both sides are
+ * coalesced, and each run is cut where a VMA ends on either side (bounds from
+ * PROCMAP_QUERY or /proc/self/maps), so every ioctl stays inside one VMA.
+ * An item that fails does not stop the others, except for -EAGAIN (without
+ * MADVX_UFFD_RETRY, or after its two seconds), -ENOMEM, -ESRCH and -EINTR,
+ * which end the call: every item not finished then carries that error.
+ * @flags: as for the single operations. Items may be in any order but must
+ * not overlap each other (an overlap counts as already present).
+ * Returns 0 when every item is done, the err of the first failed item in
+ * array order otherwise, -EINVAL for NULL arguments, -ENOMEM.
+ */
+MADVX_API int madvx_uffd_move_list(struct madvx_uffd *uffd, struct madvx_uffd_item *items,
+				   size_t count, unsigned int flags);
+MADVX_API int madvx_uffd_copy_list(struct madvx_uffd *uffd, struct madvx_uffd_item *items,
+				   size_t count, unsigned int flags);
+
+/* Event types (the kernel's UFFD_EVENT_* values). */
+enum madvx_uffd_event_type {
+	MADVX_UFFD_EVENT_PAGEFAULT = 0x12,
+	MADVX_UFFD_EVENT_FORK = 0x13,	/* UFFD_FEATURE_EVENT_FORK (4.11) */
+	MADVX_UFFD_EVENT_REMAP = 0x14,	/* UFFD_FEATURE_EVENT_REMAP (4.11): mremap */
+	MADVX_UFFD_EVENT_REMOVE = 0x15,	/* UFFD_FEATURE_EVENT_REMOVE (4.11): MADV_DONTNEED/REMOVE */
+	MADVX_UFFD_EVENT_UNMAP = 0x16,	/* UFFD_FEATURE_EVENT_UNMAP (4.11): munmap */
+};
+
+/* One event, decoded from struct uffd_msg. */
+struct madvx_uffd_event {
+	uint32_t type;			/* enum madvx_uffd_event_type */
+	union {
+		struct {
+			uint64_t flags;	/* UFFD_PAGEFAULT_FLAG_WRITE, _WP, _MINOR */
+			uint64_t addr;	/* page aligned unless UFFD_FEATURE_EXACT_ADDRESS */
+			uint32_t tid;	/* with UFFD_FEATURE_THREAD_ID, else 0 */
+		} fault;
+		struct {
+			int fd;		/* new uffd for the child's mm; the receiver closes it */
+		} fork;
+		struct {
+			uint64_t from, to, len;
+		} remap;
+		struct {
+			uint64_t start, end;
+		} remove;		/* REMOVE and UNMAP */
+	};
+};
+
+/*
+ * madvx_uffd_read_events - up to @max events: first those madvx_uffd_drain()
+ * queued, then from the fd in one read(2). Waits up to @timeout_ms (0: not
+ * at all, -1: forever) when none is ready; returns early with 0 after
+ * madvx_uffd_stop(). Returns the number of events (0 on timeout), -EINVAL,
+ * or the -errno of read(2)/poll(2) (-EINTR).
+ */
+MADVX_API int madvx_uffd_read_events(struct madvx_uffd *uffd,
+				     struct madvx_uffd_event *ev, size_t max,
+				     int timeout_ms);
+
+/*
+ * madvx_uffd_drain - read every event pending on the fd into the handle's
+ * queue, waiting up to @timeout_ms for the first when none is pending; this
+ * ends the kernel's mmap_changing so -EAGAIN operations can be retried.
+ * Returns the number of events queued now, or -errno.
+ */
+MADVX_API int madvx_uffd_drain(struct madvx_uffd *uffd, int timeout_ms);
+
+/* Number of events queued by madvx_uffd_drain() and not yet delivered. */
+MADVX_API size_t madvx_uffd_pending(struct madvx_uffd *uffd);
+
+/*
+ * Callbacks of the handler loop. @fault must resolve the fault (usually with
+ * madvx_uffd_copy/zeropage/move of the page at ev->fault.addr, which wake the
+ * faulting thread), or the faulting thread stays blocked. @event gets FORK,
+ * REMAP, REMOVE and UNMAP; NULL ignores them (closing a fork's fd). Both
+ * return 0 or a -errno that madvx_uffd_handle() reports; they may be called
+ * from several threads at once when several threads run the loop.
+ */
+typedef int (*madvx_uffd_event_fn)(struct madvx_uffd *uffd,
+				   const struct madvx_uffd_event *ev, void *arg);
+
+struct madvx_uffd_handler {
+	size_t size;			/* sizeof(struct madvx_uffd_handler) */
+	madvx_uffd_event_fn fault;	/* required */
+	madvx_uffd_event_fn event;	/* optional */
+	void *arg;
+	uint32_t batch;			/* events per read, 0 = 64 */
+};
+
+/*
+ * madvx_uffd_handle - read one batch of events (waiting up to @timeout_ms) and
+ * dispatch them. For poll/epoll loops: call with 0 when madvx_uffd_poll_fd()
+ * is readable. Returns the number of events handled, 0 on timeout or after
+ * madvx_uffd_stop(), or the first -errno of a callback (after dispatching the
+ * whole batch: no event is dropped), -EINVAL, or the read's -errno.
+ */
+MADVX_API int madvx_uffd_handle(struct madvx_uffd *uffd,
+				const struct madvx_uffd_handler *h, int timeout_ms);
+
+/*
+ * madvx_uffd_run - madvx_uffd_handle() in a loop (on a thread of its own)
+ * until madvx_uffd_stop(). Returns 0 when stopped, or the first -errno.
+ */
+MADVX_API int madvx_uffd_run(struct madvx_uffd *uffd, const struct madvx_uffd_handler *h);
+
+/*
+ * madvx_uffd_stop - @stop nonzero: make madvx_uffd_run() loops return and
+ * madvx_uffd_handle()/read_events() return 0 at once; zero: clear it.
+ * Async-signal-safe. 0 or -EINVAL.
+ */
+MADVX_API int madvx_uffd_stop(struct madvx_uffd *uffd, int stop);
+
+/* Counters of one handle since open (size set by the caller). */
+struct madvx_uffd_stats {
+	size_t size;			/* sizeof(struct madvx_uffd_stats) */
+	uint64_t ioctls;		/* COPY/ZEROPAGE/MOVE/CONTINUE/POISON/WP/WAKE issued */
+	uint64_t bytes;			/* bytes those resolved */
+	uint64_t existed;		/* bytes found already present (EEXIST) */
+	uint64_t eagain;		/* -EAGAIN answers (mmap changing) */
+	uint64_t events;		/* events read from the fd */
+	uint64_t faults;		/* of which page faults */
+	uint64_t vma_splits;		/* list runs cut at a VMA boundary */
+};
+
+/* Counters of @uffd into @st. 0 or -EINVAL. */
+MADVX_API int madvx_uffd_stats(const struct madvx_uffd *uffd, struct madvx_uffd_stats *st);
+
 /* ------------------------------------------------------------------------ */
 /* Asynchronous release (src/iouring.c, src/async.c)                         */
 /* ------------------------------------------------------------------------ */

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <poll.h>
 #include <sys/uio.h>
 
 #include "madvx.h"
@@ -28,6 +29,14 @@ MADVX_HIDDEN long madvx_sys_process_madvise(int pidfd, const struct iovec *iov,
 MADVX_HIDDEN int madvx_sys_pidfd_open(pid_t pid);
 MADVX_HIDDEN int madvx_sys_userfaultfd(int flags);
 MADVX_HIDDEN int madvx_sys_ioctl(int fd, unsigned long req, void *arg);
+/* Used by uffd.c for its fd, event queue wakeups and poll integration. */
+MADVX_HIDDEN int madvx_sys_open(const char *path, int flags);
+MADVX_HIDDEN long madvx_sys_read(int fd, void *buf, size_t len);
+MADVX_HIDDEN long madvx_sys_write(int fd, const void *buf, size_t len);
+MADVX_HIDDEN int madvx_sys_poll(struct pollfd *fds, unsigned int n, int timeout_ms);
+MADVX_HIDDEN int madvx_sys_eventfd(unsigned int initval, int flags);
+MADVX_HIDDEN int madvx_sys_epoll_create1(int flags);
+MADVX_HIDDEN int madvx_sys_epoll_add(int epfd, int fd, uint32_t events);
 MADVX_HIDDEN size_t madvx_page_size(void);
 
 /* ---- probe.c ---- */

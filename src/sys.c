@@ -7,6 +7,10 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -57,6 +61,56 @@ int madvx_sys_ioctl(int fd, unsigned long req, void *arg)
 	int e = errno;
 
 	return (int)ret_or_errno(ioctl(fd, req, arg), e);
+}
+
+int madvx_sys_open(const char *path, int flags)
+{
+	int e = errno;
+
+	return (int)ret_or_errno(open(path, flags), e);
+}
+
+long madvx_sys_read(int fd, void *buf, size_t len)
+{
+	int e = errno;
+
+	return ret_or_errno(read(fd, buf, len), e);
+}
+
+long madvx_sys_write(int fd, const void *buf, size_t len)
+{
+	int e = errno;
+
+	return ret_or_errno(write(fd, buf, len), e);
+}
+
+int madvx_sys_poll(struct pollfd *fds, unsigned int n, int timeout_ms)
+{
+	int e = errno;
+
+	return (int)ret_or_errno(poll(fds, n, timeout_ms), e);
+}
+
+int madvx_sys_eventfd(unsigned int initval, int flags)
+{
+	int e = errno;
+
+	return (int)ret_or_errno(eventfd(initval, flags), e);
+}
+
+int madvx_sys_epoll_create1(int flags)
+{
+	int e = errno;
+
+	return (int)ret_or_errno(epoll_create1(flags), e);
+}
+
+int madvx_sys_epoll_add(int epfd, int fd, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.fd = fd };
+	int e = errno;
+
+	return (int)ret_or_errno(epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev), e);
 }
 
 size_t madvx_page_size(void)

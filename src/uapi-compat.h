@@ -123,6 +123,10 @@ _Static_assert(sizeof(struct procmap_query) == 104, "procmap_query ABI");
 #define UFFD_FEATURE_MOVE (1 << 16)		/* 6.8 */
 #endif
 
+#ifndef UFFDIO_CONTINUE_MODE_WP
+#define UFFDIO_CONTINUE_MODE_WP ((__u64)1 << 1)	/* 6.4 */
+#endif
+
 #ifndef _UFFDIO_MOVE
 #define _UFFDIO_MOVE (0x05)			/* 6.8 */
 struct uffdio_move {
