@@ -1,0 +1,514 @@
+// SPDX-License-Identifier: MIT
+/*
+ * locktrace: mmap_lock acquisitions per call, from the kernel's mmap_lock
+ * tracepoints. See locktrace.h for why tracefs is mounted by a helper child.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "locktrace.h"
+
+#define TRACEFS_DIR "/sys/kernel/tracing"
+#define INST_PREFIX "madvx-lt-"
+#define BUFFER_KB "4096"	/* per CPU: a few ms of a busy mmap/munmap loop */
+#define MAX_THREADS 256
+
+static atomic_uint inst_seq;
+
+static void set_why(struct locktrace *lt, const char *fmt, const char *detail, int err)
+{
+	char msg[160];
+
+	snprintf(msg, sizeof(msg), fmt, detail);
+	snprintf(lt->why, sizeof(lt->why), "%s: %s", msg, strerror(err));
+}
+
+static int write_at(int dirfd, const char *path, const char *val, int flags)
+{
+	int fd = openat(dirfd, path, O_WRONLY | O_CLOEXEC | flags), ret = 0;
+	size_t len = strlen(val);
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, val, len) != (ssize_t)len)
+		ret = errno ? -errno : -EIO;
+	close(fd);
+	return ret;
+}
+
+/* ---- getting a tracefs root fd ---- */
+
+enum { ST_UNSHARE = 1, ST_PRIVATE, ST_MKDTEMP, ST_MOUNT, ST_OPEN };
+
+struct helper_msg {
+	int stage;	/* 0 = ok, else the step that failed */
+	int err;
+};
+
+/*
+ * The helper child: a private mount namespace, tracefs mounted in it, the
+ * root opened and sent back. When the child exits its namespace goes away;
+ * the open fd keeps the (now detached) mount alive, like umount -l.
+ */
+static void __attribute__((noreturn)) helper_child(int sock)
+{
+	struct helper_msg m = { 0 };
+	char tmp[] = "/tmp/madvx-lt-XXXXXX", *dir = TRACEFS_DIR;
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cbuf;
+	struct iovec iov = { &m, sizeof(m) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	int fd = -1;
+
+	if (unshare(CLONE_NEWNS)) {
+		m = (struct helper_msg){ ST_UNSHARE, errno };
+	} else if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) {
+		m = (struct helper_msg){ ST_PRIVATE, errno };
+	} else {
+		struct stat st;
+
+		/* Mount over the usual place when it exists; else a temp dir. */
+		if (stat(TRACEFS_DIR, &st) || !S_ISDIR(st.st_mode)) {
+			dir = mkdtemp(tmp);
+			if (!dir)
+				m = (struct helper_msg){ ST_MKDTEMP, errno };
+		}
+		if (!m.stage && mount("nodev", dir, "tracefs", 0, NULL))
+			m = (struct helper_msg){ ST_MOUNT, errno };
+		if (!m.stage) {
+			fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (fd < 0)
+				m = (struct helper_msg){ ST_OPEN, errno };
+		}
+		if (dir == tmp) {
+			umount2(tmp, MNT_DETACH);
+			rmdir(tmp);
+		}
+	}
+	if (fd >= 0) {
+		struct cmsghdr *c;
+
+		msg.msg_control = cbuf.buf;
+		msg.msg_controllen = sizeof(cbuf.buf);
+		c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	sendmsg(sock, &msg, 0);
+	_exit(0);
+}
+
+static int tracefs_via_helper(struct locktrace *lt)
+{
+	static const char *const stage_name[] = {
+		[ST_UNSHARE] = "unshare(CLONE_NEWNS) (root / CAP_SYS_ADMIN needed)",
+		[ST_PRIVATE] = "making / private in the helper's mount namespace",
+		[ST_MKDTEMP] = "mkdtemp for the tracefs mount point",
+		[ST_MOUNT] = "mount -t tracefs (kernel without CONFIG_TRACING?)",
+		[ST_OPEN] = "opening the tracefs root",
+	};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cbuf;
+	struct helper_msg m = { 0 };
+	struct iovec iov = { &m, sizeof(m) };
+	struct msghdr msg = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf),
+	};
+	struct cmsghdr *c;
+	int sv[2], fd = -1, ret;
+	ssize_t n;
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv)) {
+		ret = -errno;
+		set_why(lt, "%s", "socketpair", -ret);
+		return ret;
+	}
+	pid = fork();
+	if (pid == 0) {
+		close(sv[0]);
+		helper_child(sv[1]);
+	}
+	close(sv[1]);
+	if (pid < 0) {
+		ret = -errno;
+		close(sv[0]);
+		set_why(lt, "%s", "fork of the tracefs helper", -ret);
+		return ret;
+	}
+	do
+		n = recvmsg(sv[0], &msg, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	close(sv[0]);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	if (n != sizeof(m)) {
+		set_why(lt, "%s", "tracefs helper died", EPIPE);
+		return -EPIPE;
+	}
+	if (m.stage) {
+		set_why(lt, "%s", m.stage < (int)(sizeof(stage_name) / sizeof(*stage_name)) ?
+			stage_name[m.stage] : "helper", m.err);
+		if (m.stage == ST_UNSHARE || m.err == EPERM)
+			return -EPERM;
+		return m.stage == ST_MOUNT ? -ENODEV : -m.err;
+	}
+	for (c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+			memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	if (fd < 0) {
+		set_why(lt, "%s", "tracefs helper sent no fd", EPROTO);
+		return -EPROTO;
+	}
+	return fd;
+}
+
+static int tracefs_root(struct locktrace *lt)
+{
+	int fd = open(TRACEFS_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	/* Already mounted where we can see it (and we may write it)? */
+	if (fd >= 0) {
+		if (!faccessat(fd, "instances", W_OK, 0))
+			return fd;
+		close(fd);
+	}
+	return tracefs_via_helper(lt);
+}
+
+/* ---- the instance ---- */
+
+/* Remove instances left behind by processes that died without closing. */
+static void reap_stale_instances(int root_fd)
+{
+	int dfd = openat(root_fd, "instances", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct dirent *de;
+	DIR *d;
+
+	if (dfd < 0)
+		return;
+	d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		return;
+	}
+	while ((de = readdir(d))) {
+		long pid;
+
+		if (strncmp(de->d_name, INST_PREFIX, strlen(INST_PREFIX)))
+			continue;
+		pid = strtol(de->d_name + strlen(INST_PREFIX), NULL, 10);
+		if (pid > 0 && kill((pid_t)pid, 0) && errno == ESRCH)
+			unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+	}
+	closedir(d);
+}
+
+int locktrace_open(struct locktrace *lt)
+{
+	char path[128];
+	int ret;
+
+	memset(lt, 0, sizeof(*lt));
+	lt->root_fd = lt->inst_fd = -1;
+	if (geteuid() != 0) {
+		snprintf(lt->why, sizeof(lt->why),
+			 "not root: mounting tracefs and enabling tracepoints need CAP_SYS_ADMIN");
+		return -EPERM;
+	}
+	ret = tracefs_root(lt);
+	if (ret < 0)
+		return ret;
+	lt->root_fd = ret;
+	if (faccessat(lt->root_fd, "events/mmap_lock/mmap_lock_acquire_returned", F_OK, 0)) {
+		ret = -ENOENT;
+		snprintf(lt->why, sizeof(lt->why),
+			 "kernel has no mmap_lock tracepoints (events/mmap_lock in tracefs)");
+		goto fail;
+	}
+	reap_stale_instances(lt->root_fd);
+	snprintf(lt->inst, sizeof(lt->inst), INST_PREFIX "%d-%u", (int)getpid(),
+		 atomic_fetch_add(&inst_seq, 1));
+	snprintf(path, sizeof(path), "instances/%s", lt->inst);
+	if (mkdirat(lt->root_fd, path, 0700)) {
+		ret = -errno;
+		set_why(lt, "mkdir %s in tracefs", path, -ret);
+		lt->inst[0] = 0;
+		goto fail;
+	}
+	lt->inst_fd = openat(lt->root_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (lt->inst_fd < 0) {
+		ret = -errno;
+		set_why(lt, "open %s", path, -ret);
+		goto fail;
+	}
+	/* Instances start with tracing on: off first, then configure. */
+	if ((ret = write_at(lt->inst_fd, "tracing_on", "0", 0)) ||
+	    (ret = write_at(lt->inst_fd, "trace_clock", "mono", 0)) ||
+	    (ret = write_at(lt->inst_fd, "buffer_size_kb", BUFFER_KB, 0)) ||
+	    (ret = write_at(lt->inst_fd, "events/mmap_lock/enable", "1", 0))) {
+		set_why(lt, "%s", "configuring the trace instance", -ret);
+		goto fail;
+	}
+	return 0;
+fail:
+	locktrace_close(lt);
+	return ret;
+}
+
+void locktrace_close(struct locktrace *lt)
+{
+	if (lt->inst_fd >= 0) {
+		write_at(lt->inst_fd, "tracing_on", "0", 0);
+		write_at(lt->inst_fd, "events/mmap_lock/enable", "0", 0);
+		close(lt->inst_fd);
+	}
+	if (lt->root_fd >= 0 && lt->inst[0]) {
+		char path[128];
+
+		snprintf(path, sizeof(path), "instances/%s", lt->inst);
+		unlinkat(lt->root_fd, path, AT_REMOVEDIR);
+	}
+	if (lt->root_fd >= 0)
+		close(lt->root_fd);
+	free(lt->buf);
+	lt->buf = NULL;
+	lt->buf_cap = 0;
+	lt->root_fd = lt->inst_fd = -1;
+	lt->inst[0] = 0;
+}
+
+/* ---- measuring ---- */
+
+struct thr {
+	pid_t tid;
+	int depth;		/* read locks can nest (e.g. fault inside a read section) */
+	uint64_t acq_us;	/* when the outermost hold began */
+	uint64_t start_us;	/* start_locking seen, waiting since */
+	bool waiting;
+};
+
+struct parse {
+	pid_t self;
+	uint64_t t0, t1;	/* window, us */
+	struct thr thr[MAX_THREADS];
+	int nthr;
+	struct locktrace_result *out;
+};
+
+static struct thr *thr_get(struct parse *p, pid_t tid)
+{
+	for (int i = 0; i < p->nthr; i++)
+		if (p->thr[i].tid == tid)
+			return &p->thr[i];
+	if (p->nthr == MAX_THREADS)
+		return NULL;
+	p->thr[p->nthr] = (struct thr){ .tid = tid };
+	return &p->thr[p->nthr++];
+}
+
+/* Collect our thread ids into "tid tid ...": self first. */
+static int list_tids(char *buf, size_t len, pid_t self)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	size_t off;
+
+	off = (size_t)snprintf(buf, len, "%d", (int)self);
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		long tid = strtol(de->d_name, NULL, 10);
+
+		if (tid <= 0 || tid == self || off + 16 >= len)
+			continue;
+		off += (size_t)snprintf(buf + off, len - off, " %ld", tid);
+	}
+	closedir(d);
+	return 0;
+}
+
+static int read_trace(struct locktrace *lt, size_t *len)
+{
+	int fd = openat(lt->inst_fd, "trace", O_RDONLY | O_CLOEXEC);
+	size_t off = 0;
+
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		ssize_t n;
+
+		if (lt->buf_cap - off < 65536) {
+			size_t cap = lt->buf_cap ? lt->buf_cap * 2 : 1 << 20;
+			char *nb = realloc(lt->buf, cap);
+
+			if (!nb) {
+				close(fd);
+				return -ENOMEM;
+			}
+			lt->buf = nb;
+			lt->buf_cap = cap;
+		}
+		n = read(fd, lt->buf + off, lt->buf_cap - off - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+
+			close(fd);
+			return -e;
+		}
+		if (n == 0)
+			break;
+		off += (size_t)n;
+	}
+	close(fd);
+	lt->buf[off] = 0;
+	*len = off;
+	return 0;
+}
+
+static void add_held(struct parse *p, struct thr *t, uint64_t from, uint64_t to)
+{
+	struct locktrace_counts *c = t->tid == p->self ? &p->out->self : &p->out->others;
+
+	if (to > from)
+		c->held_ns += (to - from) * 1000;
+}
+
+/* One event line: "<comm>-<tid> [cpu] <flags> <sec>.<usec>: <event>: <fields>". */
+static void parse_line(struct parse *p, const char *line)
+{
+	const char *ev = strstr(line, ": mmap_lock_"), *q, *br;
+	unsigned long long sec, usec;
+	struct locktrace_counts *c;
+	struct thr *t;
+	uint64_t ts;
+	long tid;
+
+	if (!ev || line[0] == '#')
+		return;
+	/* timestamp: the token before ev */
+	q = ev;
+	while (q > line && q[-1] != ' ')
+		q--;
+	if (sscanf(q, "%llu.%llu", &sec, &usec) != 2)
+		return;
+	ts = sec * 1000000ULL + usec;
+	/* tid: digits before the " [cpu]" */
+	br = strstr(line, " [");
+	if (!br || br > q)
+		return;
+	q = br;
+	while (q > line && q[-1] == ' ')
+		q--;
+	while (q > line && q[-1] >= '0' && q[-1] <= '9')
+		q--;
+	tid = strtol(q, NULL, 10);
+	if (ts < p->t0 || ts > p->t1 || tid <= 0)
+		return;
+	t = thr_get(p, (pid_t)tid);
+	if (!t)
+		return;
+	c = tid == p->self ? &p->out->self : &p->out->others;
+	p->out->events++;
+	ev += 2;
+	if (!strncmp(ev, "mmap_lock_start_locking:", 24)) {
+		t->waiting = true;
+		t->start_us = ts;
+	} else if (!strncmp(ev, "mmap_lock_acquire_returned:", 27)) {
+		if (strstr(ev, "success=false")) {
+			t->waiting = false;
+			return;
+		}
+		if (strstr(ev, "write=true"))
+			c->acq_write++;
+		else
+			c->acq_read++;
+		if (t->waiting && ts > t->start_us)
+			c->wait_ns += (ts - t->start_us) * 1000;
+		t->waiting = false;
+		if (t->depth++ == 0)
+			t->acq_us = ts;
+	} else if (!strncmp(ev, "mmap_lock_released:", 19)) {
+		if (t->depth == 0) {
+			add_held(p, t, p->t0, ts);	/* taken before the window */
+		} else if (--t->depth == 0) {
+			add_held(p, t, t->acq_us, ts);
+		}
+	}
+}
+
+int locktrace_measure(struct locktrace *lt, void (*fn)(void *), void *arg,
+		      struct locktrace_result *out)
+{
+	static struct parse p;	/* big; one measurement at a time per process is the norm */
+	char tids[4096], *line, *nl;
+	uint64_t t0, t1;
+	struct timespec ts;
+	size_t len;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	if (lt->inst_fd < 0)
+		return -EBADF;
+	memset(&p, 0, sizeof(p));
+	p.self = (pid_t)syscall(SYS_gettid);
+	p.out = out;
+	list_tids(tids, sizeof(tids), p.self);
+	if ((ret = write_at(lt->inst_fd, "set_event_pid", tids, O_TRUNC)) ||
+	    (ret = write_at(lt->inst_fd, "trace", "", O_TRUNC)) ||
+	    (ret = write_at(lt->inst_fd, "tracing_on", "1", 0)))
+		return ret;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	t0 = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	fn(arg);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	t1 = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	ret = write_at(lt->inst_fd, "tracing_on", "0", 0);
+	out->call_ns = t1 - t0;
+	if (ret)
+		return ret;
+	ret = read_trace(lt, &len);
+	if (ret)
+		return ret;
+	p.t0 = t0 / 1000;
+	p.t1 = t1 / 1000;
+	for (line = lt->buf; line && *line; line = nl ? nl + 1 : NULL) {
+		unsigned long long inbuf, written;
+
+		nl = strchr(line, '\n');
+		if (nl)
+			*nl = 0;
+		if (sscanf(line, "# entries-in-buffer/entries-written: %llu/%llu",
+			   &inbuf, &written) == 2 && written > inbuf)
+			out->lost = true;
+		parse_line(&p, line);
+	}
+	/* Still held at the end of the window. */
+	for (int i = 0; i < p.nthr; i++)
+		if (p.thr[i].depth)
+			add_held(&p, &p.thr[i], p.thr[i].acq_us, p.t1);
+	return 0;
+}
