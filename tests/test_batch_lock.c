@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The batch keeps the caller off mmap_lock, measured with the kernel's
+ * mmap_lock tracepoints (tools/locktrace): a flush of 1024 DONTNEED hints
+ * over 64 VMAs, some crossing VMA boundaries, takes no mmap_lock in the
+ * calling thread, while the same hints as one raw process_madvise() vector
+ * with a crossing entry first do (the kernel's sticky fallback), and the
+ * pages really are zapped. Needs root (tracefs) and a kernel with the
+ * per-VMA madvise path (6.17+) and PROCMAP_QUERY under per-VMA locks;
+ * otherwise the executable is skipped with the reason.
+ */
+#include <errno.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+
+#include "harness.h"
+#include "internal.h"
+#include "locktrace.h"
+
+#define NVMAS 64
+#define VMA_PAGES 32
+#define NPAGES (NVMAS * VMA_PAGES)
+#define NHINTS 1024
+
+static struct locktrace lt;
+
+struct fixture {
+	uint8_t *p;
+	struct iovec hints[NHINTS];	/* as added, in address order */
+	bool hinted[NPAGES];
+};
+
+/*
+ * 64 VMAs of 32 pages (every other one made read-only after filling, so no
+ * two neighbours merge); hint i covers page 2i. In every other VMA the last
+ * hint (page 30) is 3 pages long and crosses into the next VMA.
+ */
+static void setup_fixture(struct fixture *f)
+{
+	size_t pg = test_page();
+
+	f->p = mmap(NULL, NPAGES * pg, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(f->p, MAP_FAILED);
+	/* 4 KiB pages: a THP would make the per-page residency check moot. */
+	ck_assert_int_eq(madvise(f->p, NPAGES * pg, MADV_NOHUGEPAGE), 0);
+	for (size_t i = 0; i < NPAGES; i++)
+		memset(f->p + i * pg, (int)(i % 251) + 1, pg);
+	for (size_t v = 1; v < NVMAS; v += 2)
+		ck_assert_int_eq(mprotect(f->p + v * VMA_PAGES * pg, VMA_PAGES * pg, PROT_READ), 0);
+	memset(f->hinted, 0, sizeof(f->hinted));
+	for (size_t i = 0; i < NHINTS; i++) {
+		size_t page = 2 * i, len = 1;
+
+		if (page % VMA_PAGES == VMA_PAGES - 2 && (page / VMA_PAGES) % 2 == 0 &&
+		    page / VMA_PAGES < NVMAS - 1)
+			len = 3;
+		f->hints[i] = (struct iovec){ f->p + page * pg, len * pg };
+		for (size_t k = 0; k < len; k++)
+			f->hinted[page + k] = true;
+	}
+}
+
+static void teardown_fixture(struct fixture *f)
+{
+	munmap(f->p, NPAGES * test_page());
+}
+
+/* Every hinted page is gone (not resident, reads zero); the others kept their bytes. */
+static void check_zapped(const struct fixture *f)
+{
+	size_t pg = test_page();
+
+	for (size_t i = 0; i < NPAGES; i++) {
+		const uint8_t *q = f->p + i * pg;
+
+		if (f->hinted[i]) {
+			ck_assert_msg(test_resident(q) == 0, "page %zu still resident", i);
+			ck_assert_msg(test_page_zero(q), "page %zu not zero", i);
+		} else {
+			ck_assert_msg(q[0] == (uint8_t)(i % 251 + 1) &&
+				      q[pg - 1] == (uint8_t)(i % 251 + 1),
+				      "page %zu lost its contents", i);
+		}
+	}
+}
+
+static void flush_cb(void *arg)
+{
+	*(int *)((void **)arg)[1] = madvx_batch_flush(((void **)arg)[0]);
+}
+
+START_TEST(batch_flush_takes_no_mmap_lock)
+{
+	struct madvx_batch_opts o = { .size = sizeof(o), .capacity = NHINTS };
+	struct locktrace_result r;
+	struct madvx_stats st = { .size = sizeof(st) };
+	struct madvx_batch *b;
+	static struct fixture f;
+	int flush_ret = -1;
+	void *arg[2];
+
+	setup_fixture(&f);
+	ck_assert_int_eq(madvx_batch_create(&o, &b), 0);
+	for (size_t i = 0; i < NHINTS; i++)
+		ck_assert_int_eq(madvx_batch_add(b, f.hints[i].iov_base, f.hints[i].iov_len,
+						 MADV_DONTNEED), (int)i);
+	arg[0] = b;
+	arg[1] = &flush_ret;
+	ck_assert_int_eq(locktrace_measure(&lt, flush_cb, arg, &r), 0);
+	ck_assert_int_eq(flush_ret, 0);
+	ck_assert(!r.lost);
+	ck_assert_int_eq(madvx_batch_stats(b, &st), 0);
+	printf("batch flush: %llu read + %llu write mmap_lock acquisitions, %llu syscalls, "
+	       "%llu entries, %llu split, %llu us\n",
+	       (unsigned long long)r.self.acq_read, (unsigned long long)r.self.acq_write,
+	       (unsigned long long)st.syscalls, (unsigned long long)st.vector_entries,
+	       (unsigned long long)st.split, (unsigned long long)(r.call_ns / 1000));
+	ck_assert_uint_eq(r.self.acq_read, 0);
+	ck_assert_uint_eq(r.self.acq_write, 0);
+	/* The crossing hints really were split at the boundaries. */
+	ck_assert_uint_ge(st.split, NVMAS / 2 - 1);
+	check_zapped(&f);
+	madvx_batch_free(b);
+	teardown_fixture(&f);
+}
+END_TEST
+
+struct raw_call {
+	struct iovec *iov;
+	size_t n;
+	long ret;
+};
+
+static void raw_cb(void *arg)
+{
+	struct raw_call *c = arg;
+	int pidfd = madvx_self_pidfd();
+
+	c->ret = syscall(__NR_process_madvise, pidfd, c->iov, c->n, MADV_DONTNEED, 0);
+}
+
+static size_t total_len(const struct iovec *iov, size_t n)
+{
+	size_t sum = 0;
+
+	for (size_t i = 0; i < n; i++)
+		sum += iov[i].iov_len;
+	return sum;
+}
+
+/* The same 1024 hints as one vector, a boundary-crossing entry first. */
+START_TEST(raw_vector_with_crossing_entry_takes_mmap_lock)
+{
+	static struct fixture f;
+	static struct iovec iov[NHINTS];
+	struct locktrace_result r;
+	struct raw_call c = { .iov = iov, .n = NHINTS };
+	size_t cross = NHINTS;
+
+	setup_fixture(&f);
+	memcpy(iov, f.hints, sizeof(iov));
+	for (size_t i = 0; i < NHINTS && cross == NHINTS; i++)
+		if (iov[i].iov_len > test_page())
+			cross = i;
+	ck_assert_uint_lt(cross, NHINTS);
+	iov[cross] = f.hints[0];
+	iov[0] = f.hints[cross];
+	ck_assert_int_eq(locktrace_measure(&lt, raw_cb, &c, &r), 0);
+	ck_assert_int_eq(c.ret, (long)total_len(iov, NHINTS));
+	printf("raw vector, crossing entry first: %llu read + %llu write acquisitions, "
+	       "held %llu of %llu us\n",
+	       (unsigned long long)r.self.acq_read, (unsigned long long)r.self.acq_write,
+	       (unsigned long long)(r.self.held_ns / 1000),
+	       (unsigned long long)(r.call_ns / 1000));
+	ck_assert_uint_ge(r.self.acq_read + r.self.acq_write, 1);
+	check_zapped(&f);
+	teardown_fixture(&f);
+}
+END_TEST
+
+/* Control: without the crossing entries the raw vector stays off mmap_lock too. */
+START_TEST(raw_vector_single_vma_entries_take_no_mmap_lock)
+{
+	static struct fixture f;
+	static struct iovec iov[NHINTS];
+	struct locktrace_result r;
+	struct raw_call c = { .iov = iov, .n = NHINTS };
+
+	setup_fixture(&f);
+	memcpy(iov, f.hints, sizeof(iov));
+	for (size_t i = 0; i < NHINTS; i++)
+		iov[i].iov_len = test_page();
+	ck_assert_int_eq(locktrace_measure(&lt, raw_cb, &c, &r), 0);
+	ck_assert_int_eq(c.ret, (long)(NHINTS * test_page()));
+	ck_assert_uint_eq(r.self.acq_read + r.self.acq_write, 0);
+	teardown_fixture(&f);
+}
+END_TEST
+
+static void warm_up(void)
+{
+	struct madvx_batch *b;
+	uint8_t *p = mmap(NULL, 2 * test_page(), PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+
+	/* Open the /proc/self/maps fd and the pidfd once, outside any measurement. */
+	if (p != MAP_FAILED && madvx_batch_create(NULL, &b) == 0) {
+		madvx_batch_add(b, p, 2 * test_page(), MADV_DONTNEED);
+		madvx_batch_flush(b);
+		madvx_batch_free(b);
+	}
+	if (p != MAP_FAILED)
+		munmap(p, 2 * test_page());
+}
+
+int main(void)
+{
+	Suite *s = suite_create("batch_lock");
+	TCase *tc = tcase_create("mmap_lock");
+	bool vec = madvx_feature_supported(MADVX_FEAT_PROCESS_MADVISE) > 0 &&
+		   madvx_advice_supported(MADV_DONTNEED) > 0;
+	int ret;
+
+	if (madvx_feature_supported(MADVX_FEAT_PER_VMA_MADVISE) <= 0)
+		test_skip("kernel without per-VMA locks for MADV_DONTNEED (6.17+)");
+	if (madvx_feature_supported(MADVX_FEAT_PROCMAP_QUERY) <= 0)
+		test_skip("no PROCMAP_QUERY: VMA lookups read /proc/self/maps under mmap_lock");
+	ret = locktrace_open(&lt);
+	if (ret) {
+		char why[256];
+
+		snprintf(why, sizeof(why), "locktrace unavailable: %s", lt.why);
+		test_skip(why);
+	}
+	warm_up();
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, batch_flush_takes_no_mmap_lock);
+	if (vec) {
+		tcase_add_test(tc, raw_vector_with_crossing_entry_takes_mmap_lock);
+		tcase_add_test(tc, raw_vector_single_vma_entries_take_no_mmap_lock);
+	} else {
+		printf("NOTE: process_madvise(DONTNEED) unavailable: raw vector tests not run\n");
+	}
+	suite_add_tcase(s, tc);
+	ret = test_run_suite(s);
+	locktrace_close(&lt);
+	return ret;
+}
