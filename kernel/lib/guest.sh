@@ -105,89 +105,23 @@ build_library()
 			die "library: meson setup failed"
 		fi
 	fi
-	if ! nice -n 10 meson compile -C "$LIB_BUILD" -j "$JOBS" >"$stage/../lib-build.log" 2>&1; then
-		tail -n 40 "$stage/../lib-build.log" >&2
-		die "library: static build failed (log: $stage/../lib-build.log)"
+	local targets
+	# Re-run meson first if a meson.build changed, so introspection is current.
+	ninja -C "$LIB_BUILD" build.ninja >"$stage/../lib-regen.log" 2>&1 ||
+		{ tail -n 30 "$stage/../lib-regen.log" >&2; die "library: meson regeneration failed"; }
+	targets=$(python3 "$KDIR/lib/meson-stage.py" targets "$LIB_BUILD" "$REPO") ||
+		die "library: meson introspect failed"
+	# Build only the tests and examples: the shared library cannot be
+	# linked with -static, and the guest needs nothing else.
+	if [[ -n $targets ]]; then
+		# shellcheck disable=SC2086
+		if ! nice -n 10 ninja -C "$LIB_BUILD" -j "$JOBS" $targets >"$stage/../lib-build.log" 2>&1; then
+			tail -n 40 "$stage/../lib-build.log" >&2
+			die "library: static build failed (log: $stage/../lib-build.log)"
+		fi
 	fi
-	mkdir -p "$stage/madvx/lib" "$stage/madvx/examples"
-	meson introspect --tests "$LIB_BUILD" >"$stage/../lib-tests.json"
-	meson introspect --targets "$LIB_BUILD" >"$stage/../lib-targets.json"
-	python3 - "$stage" "$REPO" "$LIB_BUILD" "$TIMEOUT_MULT" <<'PY' || die "library: cannot stage test executables"
-import json, os, shutil, sys
-stage, repo, build, mult = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-tests = json.load(open(os.path.join(stage, "..", "lib-tests.json")))
-targets = json.load(open(os.path.join(stage, "..", "lib-targets.json")))
-out = open(os.path.join(stage, "madvx", "lib.list"), "w")
-problems = []
-
-def static_elf(p):
-    with open(p, "rb") as f:
-        if f.read(4) != b"\x7fELF":
-            return False
-    return os.system("readelf -lW '%s' 2>/dev/null | grep -q INTERP" % p) != 0
-
-def stage_exe(path, sub):
-    dst = os.path.join(stage, "madvx", sub, os.path.basename(path))
-    shutil.copy2(path, dst)
-    return "/madvx/%s/%s" % (sub, os.path.basename(path))
-
-seen = set()
-for t in tests:
-    cmd = t["cmd"]
-    exe = cmd[0]
-    name = t["name"].replace(" ", "_").replace("/", "_")
-    if t.get("suite"):
-        pass
-    if name in seen:
-        name = name + "_" + str(len(seen))
-    seen.add(name)
-    if not os.path.isfile(exe):
-        problems.append("%s: %s does not exist" % (name, exe))
-        continue
-    if not static_elf(exe):
-        problems.append("%s: %s is not a static executable" % (name, exe))
-        continue
-    args = []
-    for a in cmd[1:]:
-        if " " in a or "\t" in a:
-            problems.append("%s: argument with a space is not supported: %r" % (name, a))
-        if a.startswith(repo) or a.startswith(build):
-            problems.append("%s: argument %r names a host path" % (name, a))
-        args.append(a)
-    env = " ".join("%s=%s" % kv for kv in sorted((t.get("env") or {}).items())
-                   if " " not in kv[1] and kv[0] not in ("MALLOC_PERTURB_",)) or "-"
-    timeout = int(t.get("timeout") or 30)
-    timeout = timeout * mult if timeout > 0 else 600
-    if t.get("should_fail"):
-        problems.append("%s: should_fail tests are not supported" % name)
-        continue
-    gexe = stage_exe(exe, "lib")
-    out.write("\t".join(["lib", name, str(timeout), "77", "/tmp", env,
-                         " ".join([gexe] + args)]) + "\n")
-ex = 0
-for tg in targets:
-    if tg["type"] != "executable":
-        continue
-    d = os.path.relpath(tg["defined_in"], repo)
-    if not d.startswith("examples" + os.sep):
-        continue
-    for f in tg["filename"]:
-        if not os.path.isfile(f):
-            problems.append("example %s: %s not built" % (tg["name"], f))
-            continue
-        if not static_elf(f):
-            problems.append("example %s: %s is not a static executable" % (tg["name"], f))
-            continue
-        gexe = stage_exe(f, "examples")
-        out.write("\t".join(["example", tg["name"], str(60 * mult), "77", "/tmp", "-",
-                             gexe]) + "\n")
-        ex += 1
-out.close()
-for p in problems:
-    print("library: " + p, file=sys.stderr)
-print("%d tests, %d examples" % (len(tests), ex))
-sys.exit(1 if problems else 0)
-PY
+	python3 "$KDIR/lib/meson-stage.py" stage "$LIB_BUILD" "$REPO" "$stage" "$TIMEOUT_MULT" ||
+		die "library: cannot stage the test executables for the guest"
 	LIB_STATUS="$(grep -c '^lib' "$stage/madvx/lib.list" || true) tests, $(grep -c '^example' "$stage/madvx/lib.list" || true) examples"
 	log "library: static build + staging in $((SECONDS - t0)) s: $LIB_STATUS"
 }

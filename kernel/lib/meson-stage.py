@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Pick the library's tests and examples out of a meson build dir.
+
+  meson-stage.py targets BUILD REPO        print build-dir-relative outputs to build
+  meson-stage.py stage BUILD REPO STAGE MULT
+        copy static test/example executables to STAGE/madvx/{lib,examples}
+        and write STAGE/madvx/lib.list (format: kernel/guest/init.c)
+
+Tests whose command is not an ELF file built here (scripts such as an
+install check) are host-only: listed on stderr, not run in the guest.
+A test or example that is built but not static is an error.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+
+def introspect(build, what):
+    out = subprocess.run(["meson", "introspect", "--" + what, build],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def in_dir(path, d):
+    return os.path.abspath(path).startswith(os.path.abspath(d) + os.sep)
+
+
+def guest_tests(build, repo):
+    """(name, exe, test) for tests run in the guest; notes for the rest."""
+    res, notes = [], []
+    for t in introspect(build, "tests"):
+        exe = t["cmd"][0]
+        if not in_dir(exe, build):
+            notes.append("%s: %s is not built by meson (host-only, not run in the guest)"
+                         % (t["name"], exe))
+            continue
+        res.append((t["name"], exe, t))
+    return res, notes
+
+
+def examples(build, repo):
+    res = []
+    for tg in introspect(build, "targets"):
+        if tg["type"] != "executable":
+            continue
+        if not os.path.relpath(tg["defined_in"], repo).startswith("examples" + os.sep):
+            continue
+        for f in tg["filename"]:
+            res.append((tg["name"], f))
+    return res
+
+
+def static_elf(p):
+    with open(p, "rb") as f:
+        if f.read(4) != b"\x7fELF":
+            return False
+    out = subprocess.run(["readelf", "-lW", p], capture_output=True, text=True).stdout
+    return "INTERP" not in out
+
+
+def main():
+    mode, build, repo = sys.argv[1], sys.argv[2], sys.argv[3]
+    tests, notes = guest_tests(build, repo)
+    exs = examples(build, repo)
+    if mode == "targets":
+        outs = {os.path.relpath(e, build) for _, e, _ in tests}
+        outs |= {os.path.relpath(f, build) for _, f in exs}
+        print("\n".join(sorted(outs)))
+        return 0
+    stage, mult = sys.argv[4], int(sys.argv[5])
+    for n in notes:
+        print("library: " + n, file=sys.stderr)
+    problems = []
+    for sub in ("lib", "examples"):
+        os.makedirs(os.path.join(stage, "madvx", sub), exist_ok=True)
+    lines = []
+    seen = set()
+    for name, exe, t in tests:
+        gname = name.replace(" ", "_").replace("/", "_")
+        while gname in seen:
+            gname += "_"
+        seen.add(gname)
+        if not os.path.isfile(exe) or not static_elf(exe):
+            problems.append("test %s: %s is missing or not a static executable" % (name, exe))
+            continue
+        if t.get("should_fail"):
+            problems.append("test %s: should_fail is not supported in the guest" % name)
+            continue
+        args = t["cmd"][1:]
+        for a in args:
+            if any(c in a for c in " \t") or in_dir(a, repo) or in_dir(a, build):
+                problems.append("test %s: argument %r cannot be passed to the guest" % (name, a))
+        env = " ".join("%s=%s" % (k, v) for k, v in sorted((t.get("env") or {}).items())
+                       if not any(c in v for c in " \t") and k != "MALLOC_PERTURB_") or "-"
+        timeout = int(t.get("timeout") or 30)
+        timeout = timeout * mult if timeout > 0 else 3600
+        dst = "/madvx/lib/" + os.path.basename(exe)
+        shutil.copy2(exe, stage + dst)
+        lines.append(["lib", gname, str(timeout), "77", "/tmp", env, " ".join([dst] + args)])
+    for name, f in exs:
+        if not os.path.isfile(f) or not static_elf(f):
+            problems.append("example %s: %s is missing or not a static executable" % (name, f))
+            continue
+        dst = "/madvx/examples/" + os.path.basename(f)
+        shutil.copy2(f, stage + dst)
+        lines.append(["example", name, str(60 * mult), "77", "/tmp", "-", dst])
+    with open(os.path.join(stage, "madvx", "lib.list"), "w") as out:
+        for ln in lines:
+            out.write("\t".join(ln) + "\n")
+    for p in problems:
+        print("library: " + p, file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
