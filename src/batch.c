@@ -486,33 +486,30 @@ static void issue_madvise_each(struct madvx_batch *b, int advice,
 static bool vector_entry_failed(struct madvx_batch *b, int advice,
 				struct madvx_entry *e, long ret)
 {
-	int i = madvx_advice_index(advice);
+	const struct madvx_hint *first = &b->res[b->sorted[e->first].idx];
+	uint64_t before = first->done;
+	bool rejected = false;
 
+	/* Whatever the reason, the entry itself gets madvise()'s exact answer. */
+	madvx_entry_madvise(b, advice, e);
+	b->st.madvise_fallbacks++;
 	switch (ret) {
 	case -ENOSYS:
 	case -EBADF:
 	case -ESRCH:
-		/* No process_madvise, or no usable pidfd: decide once for the process. */
+		/* No process_madvise, or no usable pidfd: decided once per process. */
 		atomic_store(&pmadv_broken, true);
 		return true;
 	case -EINVAL:
-	case -EPERM: {
-		uint64_t before = b->res[b->sorted[e->first].idx].done;
-		bool rejected;
-
-		madvx_entry_madvise(b, advice, e);
-		b->st.madvise_fallbacks++;
-		/* madvise() succeeded where process_madvise() refused: the call is the problem. */
-		rejected = b->res[b->sorted[e->first].idx].done > before &&
-			   !b->res[b->sorted[e->first].idx].err;
+	case -EPERM:
+		/* madvise() managed what process_madvise() refused: the call is the problem. */
+		rejected = first->done > before && !first->err;
 		if (rejected)
-			atomic_fetch_or(&pmadv_rejected, 1ULL << i);
+			atomic_fetch_or(&pmadv_rejected,
+					1ULL << madvx_advice_index(advice));
 		return rejected;
-	}
 	default:
-		/* ENOMEM (stale map: exact madvise semantics), EFAULT, ... */
-		madvx_entry_madvise(b, advice, e);
-		b->st.madvise_fallbacks++;
+		/* ENOMEM (a stale map), EFAULT, ...: a property of the entry. */
 		return false;
 	}
 }
@@ -551,17 +548,12 @@ static void issue_vector(struct madvx_batch *b, int advice,
 			continue;
 		}
 		tries = 0;
-		if (ret == 0 || vector_entry_failed(b, advice, &e[i], ret)) {
-			if (ret == 0)	/* cannot happen for nonzero entries: be safe */
-				madvx_entry_madvise(b, advice, &e[i]);
-			i++;
-			if (!use_vector(b, advice)) {
-				issue_madvise_each(b, advice, e + i, n - i);
-				return;
-			}
-			continue;
+		/* ret == 0 cannot happen for nonzero entries; treat it as a refusal. */
+		if (vector_entry_failed(b, advice, &e[i++], ret ? ret : -EINVAL) &&
+		    !use_vector(b, advice)) {
+			issue_madvise_each(b, advice, e + i, n - i);
+			return;
 		}
-		i++;
 	}
 }
 

@@ -72,4 +72,8 @@ MADVX_HIDDEN int madvx_advice_index(int advice);
  */
 MADVX_HIDDEN int madvx_self_pidfd(void);
 
+/* fork() handlers for the fds that name this process; registered by the probe. */
+MADVX_HIDDEN void madvx_register_atfork(void);
+MADVX_HIDDEN void madvx_vma_after_fork_child(void);
+
 #endif /* MADVX_INTERNAL_H */

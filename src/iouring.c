@@ -4,10 +4,14 @@
  */
 #include <errno.h>
 #include <liburing.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
+#include "async.h"
+#include "batch.h"
 #include "internal.h"
 #include "probe-backends.h"
 
@@ -77,4 +81,334 @@ void madvx_iouring_probe(struct madvx_probe_state *st)
 			st->features |= 1ULL << MADVX_FEAT_IO_URING_MADVISE64;
 	}
 	io_uring_queue_exit(&ring);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The io_uring backend of madvx_async (see async.c for the object)          */
+/* ------------------------------------------------------------------------ */
+
+#define DEFAULT_DEPTH 256
+#define MAX_DEPTH 32768
+#define NIL UINT32_MAX
+/* user_data = UD_MAGIC | cookie << 32 | record index: ours on a shared ring. */
+#define UD_MAGIC (0x6d78ULL << 48)
+
+/*
+ * One SQE in flight. The entry is a copy: the planner's entries live only
+ * during the issue call, and everything an SQE refers to must live until
+ * its CQE (the SQE itself carries the range by value).
+ */
+struct urec {
+	struct madvx_entry e;
+	int advice;
+	uint32_t slot;		/* ticket slot of the batch */
+	uint32_t next_free;
+};
+
+struct madvx_uring {
+	struct io_uring own;
+	struct io_uring *ring;
+	bool caller_ring;
+	bool madv64;
+	uint64_t tag;
+	struct urec *recs;
+	uint32_t nrecs;
+	uint32_t free_head;
+	uint32_t inflight;	/* records queued or running */
+	/* What may still run, since the last IOSQE_IO_DRAIN: advices and bounds. */
+	uint64_t adv_mask;
+	uint64_t lo, hi;
+	madvx_cqe_fn on_cqe;
+	void *on_cqe_ctx;
+};
+
+bool madvx_uring_caller_ring(const struct madvx_async *a)
+{
+	return a->uring && a->uring->caller_ring;
+}
+
+int madvx_uring_create(struct madvx_async *a, const struct madvx_async_opts *o)
+{
+	static _Atomic uint32_t cookies;
+	struct madvx_uring *u;
+	uint32_t depth = o->queue_depth ? o->queue_depth : DEFAULT_DEPTH;
+	int ret;
+
+	if (depth > MAX_DEPTH)
+		return -EINVAL;
+	u = calloc(1, sizeof(*u));
+	if (!u)
+		return -ENOMEM;
+	if (o->ring) {
+		u->ring = o->ring;
+		u->caller_ring = true;
+		u->nrecs = depth;
+	} else {
+		/* CQ = 2 * SQ by default: at most that many records in flight, no overflow. */
+		ret = io_uring_queue_init(depth, &u->own, 0);
+		if (ret < 0) {
+			free(u);
+			return ret;
+		}
+		u->ring = &u->own;
+		u->nrecs = u->own.cq.ring_entries;
+		/* Event loops wake on CQEs; madvx_async_poll() reaps them. */
+		io_uring_register_eventfd(&u->own, a->efd);
+	}
+	u->recs = calloc(u->nrecs, sizeof(*u->recs));
+	if (!u->recs) {
+		if (!u->caller_ring)
+			io_uring_queue_exit(&u->own);
+		free(u);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < u->nrecs; i++)
+		u->recs[i].next_free = i + 1 < u->nrecs ? i + 1 : NIL;
+	u->free_head = 0;
+	u->madv64 = madvx_has(MADVX_FEAT_IO_URING_MADVISE64);
+	u->tag = UD_MAGIC | ((uint64_t)(atomic_fetch_add(&cookies, 1) & 0xffff) << 32);
+	u->on_cqe = o->on_cqe;
+	u->on_cqe_ctx = o->on_cqe_ctx;
+	a->uring = u;
+	return 0;
+}
+
+void madvx_uring_free(struct madvx_async *a)
+{
+	struct madvx_uring *u = a->uring;
+
+	if (!u->caller_ring)
+		io_uring_queue_exit(&u->own);
+	free(u->recs);
+	free(u);
+	a->uring = NULL;
+}
+
+/* One of our CQEs: credit the entry, finish the ticket when it was its last. */
+static void rec_complete(struct madvx_async *a, uint32_t idx, int32_t res)
+{
+	struct madvx_uring *u = a->uring;
+	struct urec *r = &u->recs[idx];
+	struct madvx_ticket_slot *s = &a->slots[r->slot];
+
+	u->inflight--;
+	if (!u->inflight)
+		u->adv_mask = 0;
+	if (res == 0) {
+		madvx_entry_done(s->b, &r->e, r->e.len, 0);
+	} else if (res == -ENOMEM) {
+		/* Mapped parts were advised, as with madvise(): credit what is mapped. */
+		madvx_entry_enomem(s->b, &r->e);
+	} else if (res == -EAGAIN || res == -EINTR) {
+		/*
+		 * Transient: apply it here with madvise() (which retries as the
+		 * synchronous flush does). This may land after a later epoch's
+		 * overlapping entries; the kernel does not return these for
+		 * madvise today.
+		 */
+		madvx_entry_madvise(s->b, r->advice, &r->e);
+	} else {
+		madvx_entry_done(s->b, &r->e, 0, -res);
+	}
+	r->next_free = u->free_head;
+	u->free_head = idx;
+	if (--s->pending == 0 && !s->planning)
+		madvx_async_slot_done(a, r->slot);
+}
+
+int madvx_uring_cqe(struct madvx_async *a, uint64_t ud, int32_t res)
+{
+	struct madvx_uring *u = a->uring;
+	uint32_t idx = (uint32_t)ud;
+
+	if (!u || (ud & ~0xffffffffULL) != u->tag || idx >= u->nrecs)
+		return 0;
+	rec_complete(a, idx, res);
+	return 1;
+}
+
+int madvx_uring_reap(struct madvx_async *a, bool wait)
+{
+	struct madvx_uring *u = a->uring;
+	int n = 0;
+
+	for (;;) {
+		struct io_uring_cqe *cqe;
+		uint64_t ud;
+		int32_t res;
+		uint32_t flags;
+		int ret = io_uring_peek_cqe(u->ring, &cqe);
+
+		if (ret == -EAGAIN) {
+			if (!wait || n)
+				break;
+			ret = io_uring_wait_cqe(u->ring, &cqe);
+			if (ret == -EINTR || ret == -EAGAIN)
+				continue;
+		}
+		if (ret < 0)
+			return ret;
+		/* Seen before handling: handlers may queue SQEs and reap again. */
+		ud = cqe->user_data;
+		res = cqe->res;
+		flags = cqe->flags;
+		io_uring_cqe_seen(u->ring, cqe);
+		n++;
+		if (!madvx_uring_cqe(a, ud, res) && u->on_cqe)
+			u->on_cqe(u->on_cqe_ctx, ud, res, flags);
+	}
+	return n;
+}
+
+/*
+ * Submit everything in the SQ. Partial submits loop; -EBUSY/-EAGAIN (CQ
+ * overflow backlog, no memory for requests) reap completions first; a
+ * persistent failure with nothing left to reap gives up after a bound, and
+ * those SQEs go with the next submit.
+ */
+static void submit_all(struct madvx_async *a)
+{
+	struct madvx_uring *u = a->uring;
+	int stuck = 0;
+
+	while (io_uring_sq_ready(u->ring)) {
+		int ret = io_uring_submit(u->ring);
+
+		if (ret > 0) {
+			stuck = 0;
+			continue;
+		}
+		if (ret == -EINTR)
+			continue;
+		if (stuck++ == 16)
+			break;
+		/* Completions free resources: take one if any is running. */
+		madvx_uring_reap(a, u->inflight > io_uring_sq_ready(u->ring));
+	}
+}
+
+static uint32_t get_rec(struct madvx_async *a)
+{
+	struct madvx_uring *u = a->uring;
+	uint32_t idx;
+
+	while (u->free_head == NIL) {
+		submit_all(a);
+		madvx_uring_reap(a, true);
+	}
+	idx = u->free_head;
+	u->free_head = u->recs[idx].next_free;
+	return idx;
+}
+
+static struct io_uring_sqe *get_sqe(struct madvx_async *a)
+{
+	struct madvx_uring *u = a->uring;
+	struct io_uring_sqe *sqe;
+
+	while (!(sqe = io_uring_get_sqe(u->ring))) {
+		submit_all(a);
+		if (!(sqe = io_uring_get_sqe(u->ring)))
+			madvx_uring_reap(a, u->inflight > io_uring_sq_ready(u->ring));
+		else
+			break;
+	}
+	return sqe;
+}
+
+static void queue_part(struct madvx_async *a, uint32_t slot, int advice,
+		       const struct madvx_entry *part, bool drain)
+{
+	struct madvx_uring *u = a->uring;
+	uint32_t idx = get_rec(a);
+	struct urec *r = &u->recs[idx];
+	struct io_uring_sqe *sqe;
+
+	r->e = *part;
+	r->advice = advice;
+	r->slot = slot;
+	a->slots[slot].pending++;
+	u->inflight++;
+
+	sqe = get_sqe(a);
+	if (part->len > UINT32_MAX) {
+		/* liburing 2.3 has no io_uring_prep_madvise64: the 64-bit length goes in sqe->off. */
+		io_uring_prep_madvise(sqe, (void *)(uintptr_t)part->start, 0, advice);
+		sqe->off = part->len;
+	} else {
+		io_uring_prep_madvise(sqe, (void *)(uintptr_t)part->start,
+				      (off_t)part->len, advice);
+	}
+	if (drain)
+		sqe->flags |= IOSQE_IO_DRAIN;
+	io_uring_sqe_set_data64(sqe, u->tag | idx);
+}
+
+/*
+ * madvx_issue_fn: one planned group (one advice, in issue order). io-wq
+ * runs SQEs concurrently, so where this group overlaps anything of another
+ * advice that may still run (an earlier epoch, or an earlier submission),
+ * its first SQE carries IOSQE_IO_DRAIN: it starts after every earlier SQE
+ * completed, and the group's other SQEs start after it. Groups that cannot
+ * overlap what runs go in without a barrier.
+ */
+static void uring_issue(struct madvx_batch *b, int advice, struct madvx_entry *e,
+			uint32_t n)
+{
+	struct madvx_async *a = madvx_batch_issue_ctx(b);
+	struct madvx_uring *u = a->uring;
+	uint32_t slot = a->cur_slot;
+	uint64_t bit = 1ULL << madvx_advice_index(advice);
+	uint64_t lo = UINT64_MAX, hi = 0;
+	uint64_t chunk = (1ULL << 32) - madvx_page_size();
+	bool drain;
+
+	for (uint32_t i = 0; i < n; i++) {
+		if (e[i].start < lo)
+			lo = e[i].start;
+		if (e[i].start + e[i].len > hi)
+			hi = e[i].start + e[i].len;
+	}
+	drain = (u->adv_mask & ~bit) && lo < u->hi && u->lo < hi;
+	if (drain || !u->adv_mask) {
+		u->adv_mask = bit;
+		u->lo = lo;
+		u->hi = hi;
+	} else {
+		u->adv_mask |= bit;
+		if (lo < u->lo)
+			u->lo = lo;
+		if (hi > u->hi)
+			u->hi = hi;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct madvx_entry part = e[i];
+		uint64_t end = e[i].start + e[i].len;
+
+		if (u->madv64 || e[i].len <= UINT32_MAX) {
+			queue_part(a, slot, advice, &part, drain);
+			drain = false;
+			continue;
+		}
+		/* The kernel reads 32 bits only: pieces below 4 GiB, page aligned. */
+		for (uint64_t s = e[i].start; s < end; s += chunk) {
+			part.start = s;
+			part.len = end - s < chunk ? end - s : chunk;
+			queue_part(a, slot, advice, &part, drain);
+			drain = false;
+		}
+	}
+}
+
+void madvx_uring_submit(struct madvx_async *a, uint32_t slot)
+{
+	struct madvx_ticket_slot *s = &a->slots[slot];
+
+	s->planning = true;
+	a->cur_slot = slot;
+	madvx_batch_issue_deferred(s->b, uring_issue, a);
+	s->planning = false;
+	submit_all(a);
+	if (!s->pending)
+		madvx_async_slot_done(a, slot);
 }

@@ -167,29 +167,45 @@ static void probe_uname(struct madvx_probe_state *st)
 	st->version = MADVX_KVER(a, b, c > 255 ? 255 : c);
 }
 
+/*
+ * Read up to @size - 1 bytes of a small /proc or /sys file into @buf with
+ * open/read, not stdio: the probe may run on an allocator's first call, where
+ * malloc() must not be re-entered. Returns the length or -1.
+ */
+static ssize_t read_small_file(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), e = errno;
+	ssize_t n;
+
+	if (fd < 0) {
+		errno = e;
+		return -1;
+	}
+	n = read(fd, buf, size - 1);
+	close(fd);
+	errno = e;
+	if (n < 0)
+		return -1;
+	buf[n] = 0;
+	return n;
+}
+
 static int read_int_file(const char *path)
 {
-	FILE *f = fopen(path, "re");
-	int v = -1;
+	char buf[32];
 
-	if (!f)
+	if (read_small_file(path, buf, sizeof(buf)) <= 0)
 		return -1;
-	if (fscanf(f, "%d", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
+	return atoi(buf);
 }
 
 static enum madvx_thp_mode probe_thp(void)
 {
-	char buf[128] = "";
-	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "re");
+	char buf[128];
 
-	if (!f)
+	if (read_small_file("/sys/kernel/mm/transparent_hugepage/enabled",
+			    buf, sizeof(buf)) <= 0)
 		return MADVX_THP_UNKNOWN;
-	if (!fgets(buf, sizeof(buf), f))
-		buf[0] = 0;
-	fclose(f);
 	if (strstr(buf, "[always]"))
 		return MADVX_THP_ALWAYS;
 	if (strstr(buf, "[madvise]"))
@@ -199,19 +215,19 @@ static enum madvx_thp_mode probe_thp(void)
 	return MADVX_THP_UNKNOWN;
 }
 
+/* Is there a line "@key <n>" in /proc/vmstat? (about 8 KiB: read it whole) */
 static bool vmstat_has(const char *key)
 {
-	char line[256];
+	char buf[16384];
 	size_t n = strlen(key);
-	bool found = false;
-	FILE *f = fopen("/proc/vmstat", "re");
+	const char *p;
 
-	if (!f)
+	if (read_small_file("/proc/vmstat", buf, sizeof(buf)) <= 0)
 		return false;
-	while (!found && fgets(line, sizeof(line), f))
-		found = !strncmp(line, key, n) && line[n] == ' ';
-	fclose(f);
-	return found;
+	for (p = buf; (p = strstr(p, key)); p += n)
+		if ((p == buf || p[-1] == '\n') && p[n] == ' ')
+			return true;
+	return false;
 }
 
 static bool probe_procmap_query(void)
@@ -345,6 +361,7 @@ static void run_probe(void)
 	st->unprivileged_userfaultfd =
 		read_int_file("/proc/sys/vm/unprivileged_userfaultfd");
 
+	madvx_register_atfork();
 	probe_process_madvise(st);
 	if (wanted(st, MADVX_FEAT_PROCMAP_QUERY))
 		set_feature(st, MADVX_FEAT_PROCMAP_QUERY, probe_procmap_query());
@@ -412,13 +429,12 @@ MADVX_API int madvx_advice_list(int *out, int max)
 }
 
 /*
- * The 7.3 table, adjusted for older kernels: before 6.17 the per-VMA advices
- * took mmap_read_lock (DONTNEED/FREE since 4.x; GUARD_* since 6.13).
+ * The 7.3 table, adjusted for older kernels: before 6.17 (or with
+ * per_vma_madvise disabled) the per-VMA advices took mmap_read_lock.
  */
-static enum madvx_lock advice_lock_for(const struct advice_desc *d,
-				       uint32_t version)
+static enum madvx_lock advice_lock_for(const struct advice_desc *d)
 {
-	if (d->lock == MADVX_LOCK_PER_VMA && version < MADVX_KVER(6, 17, 0))
+	if (d->lock == MADVX_LOCK_PER_VMA && !madvx_has(MADVX_FEAT_PER_VMA_MADVISE))
 		return MADVX_LOCK_MMAP_READ;
 	return d->lock;
 }
@@ -429,7 +445,7 @@ MADVX_API enum madvx_lock madvx_advice_lock(int advice)
 
 	if (i < 0)
 		return MADVX_LOCK_UNKNOWN;
-	return advice_lock_for(&advices[i], madvx_probe()->version);
+	return advice_lock_for(&advices[i]);
 }
 
 MADVX_API const char *madvx_lock_name(enum madvx_lock lock)

@@ -130,7 +130,6 @@ size_t madvx_page_size(void)
  * atfork handler below drops it in the child and it is reopened lazily.
  */
 static _Atomic int cached_pidfd = -1;
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 static void pidfd_after_fork_child(void)
 {
@@ -141,9 +140,14 @@ static void pidfd_after_fork_child(void)
 		close(fd);
 }
 
-static void register_atfork(void)
+/*
+ * Called once by the probe, which every entry point runs first: registering
+ * may allocate, so it must not happen later on a flush inside malloc().
+ */
+void madvx_register_atfork(void)
 {
 	pthread_atfork(NULL, NULL, pidfd_after_fork_child);
+	pthread_atfork(NULL, NULL, madvx_vma_after_fork_child);
 }
 
 int madvx_self_pidfd(void)
@@ -157,7 +161,6 @@ int madvx_self_pidfd(void)
 	if (likely(fd >= 0))
 		return fd;
 
-	pthread_once(&atfork_once, register_atfork);
 	fd = madvx_sys_pidfd_open(getpid());
 	if (fd < 0)
 		return fd;

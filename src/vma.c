@@ -90,19 +90,13 @@ MADVX_API int madvx_region_unregister(void *addr)
  * naming the parent after fork(): the child drops it and reopens its own.
  */
 static _Atomic int maps_fd = -1;
-static pthread_once_t maps_atfork_once = PTHREAD_ONCE_INIT;
 
-static void maps_after_fork_child(void)
+void madvx_vma_after_fork_child(void)
 {
 	int fd = atomic_exchange(&maps_fd, -1);
 
 	if (fd >= 0)
 		close(fd);
-}
-
-static void maps_register_atfork(void)
-{
-	pthread_atfork(NULL, NULL, maps_after_fork_child);
 }
 
 static int get_maps_fd(void)
@@ -112,7 +106,6 @@ static int get_maps_fd(void)
 
 	if (likely(fd >= 0))
 		return fd;
-	pthread_once(&maps_atfork_once, maps_register_atfork);
 	fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		fd = -errno;

@@ -11,7 +11,13 @@
  * fallback forced through MADVX_DISABLE. MADVX_TEST_LONG=1 runs 25x more.
  */
 #include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <pthread.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <stdatomic.h>
 #include <sys/uio.h>
 
@@ -668,6 +674,83 @@ START_TEST(process_stats_add_up)
 }
 END_TEST
 
+/* Make process_madvise() fail with @err from now on (seccomp, this process). */
+static void deny_process_madvise(int err)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_madvise, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (unsigned int)err),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = ARRAY_SIZE(f), .filter = f };
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+	    syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog))
+		_exit(70);
+}
+
+/* Four separate hints, flushed; returns the batch's syscall count. */
+static uint64_t flush_four(void)
+{
+	struct madvx_stats st = { .size = sizeof(st) };
+	size_t pg = test_page();
+	uint8_t *p = test_map_filled(8, 5);
+	struct madvx_batch *b;
+
+	if (madvx_batch_create(NULL, &b))
+		_exit(71);
+	for (int i = 0; i < 8; i += 2)
+		madvx_batch_add(b, p + i * pg, pg, MADV_DONTNEED);
+	if (madvx_batch_flush(b))
+		_exit(72);
+	for (int i = 0; i < 8; i++)
+		if (test_page_zero(p + i * pg) != (i % 2 == 0))
+			_exit(73);
+	madvx_batch_stats(b, &st);
+	madvx_batch_free(b);
+	munmap(p, 8 * pg);
+	return st.syscalls;
+}
+
+static void runtime_rejection(int err)
+{
+	struct madvx_stats st = { .size = sizeof(st) };
+
+	if (madvx_feature_supported(MADVX_FEAT_PROCESS_MADVISE) != 1)
+		return;		/* nothing to take away */
+	deny_process_madvise(err);
+	/* First flush: one refused vector call, then madvise() for each entry. */
+	if (flush_four() < 4)
+		_exit(74);
+	/* Decided once: the next flush goes straight to madvise(). */
+	if (flush_four() != 4)
+		_exit(75);
+	madvx_stats_get(&st);
+	if (st.madvise_fallbacks < 8)
+		_exit(76);
+}
+
+static void rejection_enosys(void)
+{
+	runtime_rejection(ENOSYS);
+}
+
+static void rejection_eperm(void)
+{
+	runtime_rejection(EPERM);
+}
+
+START_TEST(process_madvise_refused_at_run_time)
+{
+	test_in_child(NULL, rejection_enosys);
+	test_in_child(NULL, rejection_eperm);
+}
+END_TEST
+
 START_TEST(advice_index_table_is_consistent)
 {
 	int adv[64], n = madvx_advice_list(adv, 64);
@@ -707,6 +790,7 @@ int main(void)
 	tcase_add_test(api, release_flush_policy);
 	tcase_add_test(api, process_stats_add_up);
 	tcase_add_test(api, advice_index_table_is_consistent);
+	tcase_add_test(api, process_madvise_refused_at_run_time);
 	suite_add_tcase(s, api);
 	return test_run_suite(s);
 }

@@ -1,0 +1,461 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Asynchronous release: tickets, and the worker-thread and sync backends.
+ * The io_uring backend lives in iouring.c (the one home of io_uring calls).
+ *
+ * Why a worker thread is the default: io_uring's IORING_OP_MADVISE is
+ * always punted to an io-wq worker (io_madvise_prep() sets
+ * REQ_F_FORCE_ASYNC), so io_uring offers no in-kernel asynchrony that a
+ * thread of our own does not; and our thread issues the batch as
+ * process_madvise() vectors (one syscall per 1024 entries, one TLB flush)
+ * where io-wq runs one do_madvise() per SQE. Measured in BENCHMARKS.md (p4).
+ *
+ * Memory: everything is allocated in madvx_async_create() (calloc for the
+ * ticket table and queue, pthread_create for the thread); submit, wait and
+ * poll never allocate.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "async.h"
+#include "batch.h"
+
+#define DEFAULT_TICKETS 64
+#define MAX_TICKETS 65536
+
+static const char *const backend_names[] = {
+	[MADVX_ASYNC_DEFAULT] = "default",
+	[MADVX_ASYNC_THREAD] = "thread",
+	[MADVX_ASYNC_IO_URING] = "io_uring",
+	[MADVX_ASYNC_SYNC] = "sync",
+};
+
+MADVX_API const char *madvx_async_backend_name(enum madvx_async_backend backend)
+{
+	if ((unsigned int)backend >= ARRAY_SIZE(backend_names))
+		return NULL;
+	return backend_names[backend];
+}
+
+static bool io_uring_usable(void)
+{
+#ifdef MADVX_HAVE_LIBURING
+	return madvx_has(MADVX_FEAT_IO_URING_MADVISE);
+#else
+	return false;
+#endif
+}
+
+static enum madvx_async_backend default_backend;
+static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+
+/*
+ * THREAD unless MADVX_ASYNC_BACKEND says otherwise; io_uring only where the
+ * probe found IORING_OP_MADVISE usable (else THREAD: the API keeps working).
+ */
+static void decide_default(void)
+{
+	const char *env = getenv("MADVX_ASYNC_BACKEND");
+
+	default_backend = MADVX_ASYNC_THREAD;
+	if (!env)
+		return;
+	if (!strcmp(env, "sync"))
+		default_backend = MADVX_ASYNC_SYNC;
+	else if (!strcmp(env, "io_uring") && io_uring_usable())
+		default_backend = MADVX_ASYNC_IO_URING;
+}
+
+MADVX_API enum madvx_async_backend madvx_async_default_backend(void)
+{
+	madvx_probe();
+	pthread_once(&default_once, decide_default);
+	return default_backend;
+}
+
+MADVX_API enum madvx_async_backend madvx_async_backend(const struct madvx_async *a)
+{
+	return a ? a->backend : MADVX_ASYNC_DEFAULT;
+}
+
+/* ---- completion ---- */
+
+static void signal_efd(struct madvx_async *a)
+{
+	uint64_t one = 1;
+
+	madvx_sys_write(a->efd, &one, sizeof(one));
+}
+
+void madvx_async_slot_done(struct madvx_async *a, uint32_t slot)
+{
+	struct madvx_ticket_slot *s = &a->slots[slot];
+
+	s->result = madvx_batch_complete(s->b);
+	s->state = SLOT_DONE;
+	pthread_cond_broadcast(&a->done_cv);
+	signal_efd(a);
+}
+
+/* ---- the worker thread ---- */
+
+static void *worker_main(void *arg)
+{
+	struct madvx_async *a = arg;
+
+	pthread_mutex_lock(&a->lock);
+	for (;;) {
+		struct madvx_ticket_slot *s;
+		uint32_t slot;
+		int ret;
+
+		while (!a->qlen && !a->stop)
+			pthread_cond_wait(&a->work_cv, &a->lock);
+		if (!a->qlen)
+			break;
+		slot = a->queue[a->qhead];
+		a->qhead = (a->qhead + 1) % a->nslots;
+		a->qlen--;
+		s = &a->slots[slot];
+		pthread_mutex_unlock(&a->lock);
+
+		/* The batch is ours until SLOT_DONE: the caller may not touch it. */
+		ret = madvx_batch_flush(s->b);
+
+		pthread_mutex_lock(&a->lock);
+		s->result = ret;
+		s->state = SLOT_DONE;
+		pthread_cond_broadcast(&a->done_cv);
+		signal_efd(a);
+	}
+	pthread_mutex_unlock(&a->lock);
+	return NULL;
+}
+
+static int start_worker(struct madvx_async *a)
+{
+	sigset_t all, old;
+	pthread_attr_t attr;
+	int ret;
+
+	ret = pthread_attr_init(&attr);
+	if (ret)
+		return -ret;
+	/* Small stack: the flush keeps its state in the batch, not on the stack. */
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	/* The caller's signal handlers must not run on our thread. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	ret = pthread_create(&a->thread, &attr, worker_main, a);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (ret)
+		return -ret;
+	pthread_setname_np(a->thread, "madvx-async");
+	a->have_thread = true;
+	return 0;
+}
+
+/* ---- create / free ---- */
+
+static bool opts_tail_zero(const struct madvx_async_opts *o)
+{
+	const char *p = (const char *)o;
+
+	for (size_t i = sizeof(*o); i < o->size; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+static void close_keep_errno(int fd)
+{
+	int e = errno;
+
+	if (fd >= 0)
+		close(fd);
+	errno = e;
+}
+
+static void async_release(struct madvx_async *a)
+{
+#ifdef MADVX_HAVE_LIBURING
+	if (a->uring)
+		madvx_uring_free(a);
+#endif
+	close_keep_errno(a->efd);
+	pthread_cond_destroy(&a->work_cv);
+	pthread_cond_destroy(&a->done_cv);
+	pthread_mutex_destroy(&a->lock);
+	free(a->queue);
+	free(a->slots);
+	free(a);
+}
+
+MADVX_API int madvx_async_create(const struct madvx_async_opts *opts,
+				 struct madvx_async **out)
+{
+	struct madvx_async_opts o = { .size = sizeof(o) };
+	struct madvx_async *a;
+	int e = errno, ret;
+
+	if (!out)
+		return -EINVAL;
+	if (opts) {
+		if (opts->size < offsetof(struct madvx_async_opts, max_tickets))
+			return -EINVAL;
+		if (opts->size > sizeof(o) && !opts_tail_zero(opts))
+			return -E2BIG;
+		memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
+	}
+	if ((unsigned int)o.backend > MADVX_ASYNC_SYNC || o.max_tickets > MAX_TICKETS)
+		return -EINVAL;
+	if (o.ring && !o.on_cqe)
+		return -EINVAL;
+	if (!o.backend)
+		o.backend = o.ring ? MADVX_ASYNC_IO_URING : madvx_async_default_backend();
+	if (o.backend == MADVX_ASYNC_IO_URING && !io_uring_usable())
+		return -EOPNOTSUPP;
+	if (o.ring && o.backend != MADVX_ASYNC_IO_URING)
+		return -EINVAL;
+	if (!o.max_tickets)
+		o.max_tickets = DEFAULT_TICKETS;
+
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		goto nomem;
+	a->slots = calloc(o.max_tickets, sizeof(*a->slots));
+	a->queue = calloc(o.max_tickets, sizeof(*a->queue));
+	if (!a->slots || !a->queue) {
+		free(a->slots);
+		free(a->queue);
+		free(a);
+		goto nomem;
+	}
+	a->backend = o.backend;
+	a->nslots = o.max_tickets;
+	pthread_mutex_init(&a->lock, NULL);
+	pthread_cond_init(&a->done_cv, NULL);
+	pthread_cond_init(&a->work_cv, NULL);
+	a->efd = madvx_sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (a->efd < 0) {
+		ret = a->efd;
+		goto fail;
+	}
+	ret = 0;
+	if (a->backend == MADVX_ASYNC_THREAD)
+		ret = start_worker(a);
+#ifdef MADVX_HAVE_LIBURING
+	else if (a->backend == MADVX_ASYNC_IO_URING)
+		ret = madvx_uring_create(a, &o);
+#endif
+	if (ret)
+		goto fail;
+	/* Decide the probe now, outside the caller's hot paths. */
+	madvx_probe();
+	errno = e;
+	*out = a;
+	return 0;
+
+fail:
+	async_release(a);
+	errno = e;
+	return ret;
+nomem:
+	errno = e;
+	return -ENOMEM;
+}
+
+static bool any_queued(const struct madvx_async *a)
+{
+	for (uint32_t i = 0; i < a->nslots; i++)
+		if (a->slots[i].state == SLOT_QUEUED)
+			return true;
+	return false;
+}
+
+MADVX_API void madvx_async_free(struct madvx_async *a)
+{
+	if (!a)
+		return;
+	pthread_mutex_lock(&a->lock);
+	/* In-flight submissions complete first: nothing an SQE or the thread uses goes away early. */
+	while (any_queued(a)) {
+#ifdef MADVX_HAVE_LIBURING
+		if (a->backend == MADVX_ASYNC_IO_URING) {
+			madvx_uring_reap(a, true);
+			continue;
+		}
+#endif
+		pthread_cond_wait(&a->done_cv, &a->lock);
+	}
+	a->stop = true;
+	pthread_cond_signal(&a->work_cv);
+	pthread_mutex_unlock(&a->lock);
+	if (a->have_thread)
+		pthread_join(a->thread, NULL);
+	async_release(a);
+}
+
+/* ---- tickets ---- */
+
+static struct madvx_ticket_slot *ticket_slot(struct madvx_async *a, uint64_t ticket)
+{
+	uint32_t idx = (uint32_t)ticket, gen = (uint32_t)(ticket >> 32);
+	struct madvx_ticket_slot *s;
+
+	if (!idx || idx > a->nslots)
+		return NULL;
+	s = &a->slots[idx - 1];
+	if (s->state == SLOT_FREE || s->gen != gen)
+		return NULL;
+	return s;
+}
+
+MADVX_API int madvx_async_submit(struct madvx_async *a, struct madvx_batch *b,
+				 uint64_t *ticket)
+{
+	struct madvx_ticket_slot *s = NULL;
+	uint32_t slot = 0;
+
+	if (!a || !b || !ticket)
+		return -EINVAL;
+	pthread_mutex_lock(&a->lock);
+	for (uint32_t i = 0; i < a->nslots; i++) {
+		if (a->slots[i].state == SLOT_FREE) {
+			if (!s) {
+				s = &a->slots[i];
+				slot = i;
+			}
+		} else if (a->slots[i].b == b) {
+			pthread_mutex_unlock(&a->lock);
+			return -EALREADY;
+		}
+	}
+	if (!s) {
+		pthread_mutex_unlock(&a->lock);
+		return -EBUSY;
+	}
+	if (++s->gen == 0)
+		s->gen = 1;
+	s->b = b;
+	s->state = SLOT_QUEUED;
+	s->pending = 0;
+	s->result = 0;
+	*ticket = ((uint64_t)s->gen << 32) | (slot + 1);
+
+	switch (a->backend) {
+	case MADVX_ASYNC_THREAD:
+		a->queue[(a->qhead + a->qlen) % a->nslots] = slot;
+		a->qlen++;
+		pthread_cond_signal(&a->work_cv);
+		break;
+#ifdef MADVX_HAVE_LIBURING
+	case MADVX_ASYNC_IO_URING:
+		madvx_uring_submit(a, slot);
+		break;
+#endif
+	default:
+		s->result = madvx_batch_flush(b);
+		s->state = SLOT_DONE;
+		signal_efd(a);
+		break;
+	}
+	pthread_mutex_unlock(&a->lock);
+	return 0;
+}
+
+/* Hand a completed ticket's batch back; returns its result. */
+static int collect(struct madvx_ticket_slot *s)
+{
+	int ret = s->result;
+
+	s->state = SLOT_FREE;
+	s->b = NULL;
+	return ret;
+}
+
+MADVX_API int madvx_async_wait(struct madvx_async *a, uint64_t ticket)
+{
+	struct madvx_ticket_slot *s;
+	int ret;
+
+	if (!a)
+		return -EINVAL;
+	pthread_mutex_lock(&a->lock);
+	s = ticket_slot(a, ticket);
+	if (!s) {
+		pthread_mutex_unlock(&a->lock);
+		return -ENOENT;
+	}
+	while (s->state != SLOT_DONE) {
+#ifdef MADVX_HAVE_LIBURING
+		if (a->backend == MADVX_ASYNC_IO_URING) {
+			madvx_uring_reap(a, true);
+			continue;
+		}
+#endif
+		pthread_cond_wait(&a->done_cv, &a->lock);
+	}
+	ret = collect(s);
+	pthread_mutex_unlock(&a->lock);
+	return ret;
+}
+
+MADVX_API int madvx_async_poll(struct madvx_async *a, uint64_t ticket)
+{
+	struct madvx_ticket_slot *s;
+	uint64_t cnt;
+	int ret;
+
+	if (!a)
+		return -EINVAL;
+	pthread_mutex_lock(&a->lock);
+	/* Drain first: a completion after this point signals it again. */
+	madvx_sys_read(a->efd, &cnt, sizeof(cnt));
+#ifdef MADVX_HAVE_LIBURING
+	if (a->backend == MADVX_ASYNC_IO_URING)
+		madvx_uring_reap(a, false);
+#endif
+	s = ticket_slot(a, ticket);
+	if (!s)
+		ret = -ENOENT;
+	else if (s->state != SLOT_DONE)
+		ret = -EINPROGRESS;
+	else
+		ret = collect(s);
+	pthread_mutex_unlock(&a->lock);
+	return ret;
+}
+
+MADVX_API int madvx_async_eventfd(struct madvx_async *a)
+{
+	if (!a)
+		return -EINVAL;
+#ifdef MADVX_HAVE_LIBURING
+	if (a->backend == MADVX_ASYNC_IO_URING && madvx_uring_caller_ring(a))
+		return -EOPNOTSUPP;
+#endif
+	return a->efd;
+}
+
+MADVX_API int madvx_async_cqe(struct madvx_async *a, uint64_t user_data, int32_t res)
+{
+	int ret = 0;
+
+	if (!a)
+		return -EINVAL;
+#ifdef MADVX_HAVE_LIBURING
+	if (a->backend == MADVX_ASYNC_IO_URING) {
+		pthread_mutex_lock(&a->lock);
+		ret = madvx_uring_cqe(a, user_data, res);
+		pthread_mutex_unlock(&a->lock);
+	}
+#endif
+	return ret;
+}
