@@ -697,6 +697,166 @@ MADVX_API int madvx_uffd_stats(const struct madvx_uffd *uffd, struct madvx_uffd_
 /* Asynchronous release (src/iouring.c, src/async.c)                         */
 /* ------------------------------------------------------------------------ */
 
+/*
+ * Hand whole batches off and get on: madvx_async_submit() takes a batch
+ * with its queued hints and returns a ticket at once; the hints are applied
+ * elsewhere, with the same planning and per-hint results as
+ * madvx_batch_flush(). The ticket is the fence:
+ *
+ *  - from submit until madvx_async_wait() or madvx_async_poll() reports the
+ *    ticket complete, the batch belongs to the async object: do not add to,
+ *    flush, read or free it;
+ *  - the memory of its hints must not be reused (written, unmapped,
+ *    remapped) until then either: a DONTNEED still in flight may zap what
+ *    you write. After completion, madvx_batch_results() holds every hint's
+ *    err/done exactly as a synchronous flush would have left them.
+ *
+ * Order: the hints of one submission keep the batch's ordering rule (a hint
+ * overlapping an earlier hint of another advice applies after it). Across
+ * submissions on one async object the same holds: overlapping hints of
+ * different advices apply in submission order. Non-overlapping work is
+ * unordered.
+ *
+ * Backends:
+ *  - MADVX_ASYNC_THREAD: a library-owned worker thread runs
+ *    madvx_batch_flush() on each submitted batch, FIFO, so the work is the
+ *    synchronous flush's (process_madvise vectors on the per-VMA fast path).
+ *    Submit costs the caller a queue insert and a futex wake.
+ *  - MADVX_ASYNC_IO_URING: the caller's thread plans the batch and queues
+ *    one IORING_OP_MADVISE SQE per planned entry (entries of 4 GiB and more
+ *    go in sqe->off where the kernel reads it, MADVX_FEAT_IO_URING_MADVISE64,
+ *    else split), on a ring the library owns or on the caller's. The kernel
+ *    runs every madvise SQE on an io-wq worker thread of this process.
+ *    Epochs become IOSQE_IO_DRAIN barriers. Completions are reaped by
+ *    madvx_async_wait()/madvx_async_poll() (or madvx_async_cqe()).
+ *  - MADVX_ASYNC_SYNC: madvx_batch_flush() inside submit; the ticket is
+ *    complete at once. For tests and for callers that want one code path.
+ *  - MADVX_ASYNC_DEFAULT: madvx_async_default_backend(): THREAD, chosen by
+ *    measurement (BENCHMARKS.md, p4): it costs the caller least and, since
+ *    io_uring runs each madvise SQE on an io-wq worker anyway, the process
+ *    least in total as well. The environment variable MADVX_ASYNC_BACKEND
+ *    ("thread", "io_uring", "sync") overrides the default for the process.
+ *    io_uring is never chosen where the probe finds it missing, disabled
+ *    (sysctl, seccomp, MADVX_DISABLE=io_uring) or without
+ *    IORING_OP_MADVISE.
+ *
+ * Memory: everything an async object needs (ticket table, queue, one
+ * record per SQE in flight, the worker thread's stack) is allocated by
+ * madvx_async_create(); submit, wait and poll never allocate.
+ *
+ * Thread-safety: calls on one async object may come from any threads; they
+ * are serialised by a mutex (with the io_uring backend a blocking wait holds
+ * it while it sleeps in io_uring_enter, so other calls wait too).
+ * Fork: the object is not usable in a child (its worker thread and ring stay
+ * with the parent); make a new one there.
+ */
+struct madvx_async;
+struct io_uring;
+
+enum madvx_async_backend {
+	MADVX_ASYNC_DEFAULT = 0,
+	MADVX_ASYNC_THREAD,
+	MADVX_ASYNC_IO_URING,
+	MADVX_ASYNC_SYNC,
+};
+
+/* A CQE of a caller-owned ring that is not libmadvx's (see madvx_async_opts.on_cqe). */
+typedef void (*madvx_cqe_fn)(void *ctx, uint64_t user_data, int32_t res, uint32_t flags);
+
+struct madvx_async_opts {
+	size_t size;			/* sizeof(struct madvx_async_opts) */
+	enum madvx_async_backend backend;	/* 0 = madvx_async_default_backend() */
+	uint32_t max_tickets;		/* submissions not yet completed+collected; 0 = 64 */
+	uint32_t queue_depth;		/* io_uring: SQEs in flight (and SQ size of our ring); 0 = 256 */
+	/*
+	 * io_uring: a ring the caller owns (IORING_SETUP_SQPOLL and other
+	 * setup flags are the caller's business), or NULL for one the library
+	 * makes. With a caller's ring, libmadvx's CQEs carry a user_data the
+	 * library recognises; madvx_async_wait()/madvx_async_poll() reap the
+	 * ring and hand every other CQE to @on_cqe (required with @ring), and
+	 * the caller's own reaping loop passes every CQE to madvx_async_cqe().
+	 * The ring must outlive the async object.
+	 */
+	struct io_uring *ring;
+	madvx_cqe_fn on_cqe;
+	void *on_cqe_ctx;
+};
+
+/*
+ * madvx_async_create - make an async object. @opts may be NULL.
+ * Returns 0 and *out, or -EINVAL (bad opts, NULL out, a ring without
+ * on_cqe), -E2BIG (unknown nonzero opts tail), -EOPNOTSUPP (IO_URING asked
+ * for but not usable here: see madvx_feature_supported() of
+ * MADVX_FEAT_IO_URING_MADVISE; or libmadvx built without liburing),
+ * -ENOMEM, -EAGAIN (no thread), or io_uring_queue_init()'s -errno.
+ */
+MADVX_API int madvx_async_create(const struct madvx_async_opts *opts,
+				 struct madvx_async **out);
+
+/*
+ * madvx_async_free - wait for every submission still in flight to complete
+ * (their batches then hold their results and belong to the caller again;
+ * uncollected tickets are dropped), stop the worker thread, release
+ * everything. In-flight work is never cancelled half-way: a hint is either
+ * applied as if flushed or, if it had not started, still applied. NULL is a
+ * no-op. Must not race with other calls on @async.
+ */
+MADVX_API void madvx_async_free(struct madvx_async *async);
+
+/* The backend @async runs (never MADVX_ASYNC_DEFAULT), or DEFAULT for NULL. */
+MADVX_API enum madvx_async_backend madvx_async_backend(const struct madvx_async *async);
+
+/*
+ * The backend MADVX_ASYNC_DEFAULT means in this process (after the probe
+ * and MADVX_ASYNC_BACKEND): THREAD or IO_URING (SYNC only if asked for).
+ */
+MADVX_API enum madvx_async_backend madvx_async_default_backend(void);
+
+/* "default", "thread", "io_uring", "sync"; NULL if unknown. */
+MADVX_API const char *madvx_async_backend_name(enum madvx_async_backend backend);
+
+/*
+ * madvx_async_submit - take @batch and apply its queued hints asynchronously.
+ * Returns 0 and *ticket (never 0), or -EINVAL (NULL argument), -EBUSY (max_tickets
+ * submissions not yet collected: wait for one), -EALREADY (@batch is
+ * already in flight). An empty batch is accepted and completes at once.
+ * With io_uring, submit plans the batch and queues its SQEs on the
+ * caller's thread; when the ring or the record pool is full it reaps
+ * completions (blocking) until there is room.
+ */
+MADVX_API int madvx_async_submit(struct madvx_async *async, struct madvx_batch *batch,
+				 uint64_t *ticket);
+
+/*
+ * madvx_async_wait - block until @ticket completes and collect it: the batch
+ * is the caller's again, madvx_batch_results() valid. Returns what
+ * madvx_batch_flush() would have (0, or the -errno of the first failed
+ * hint), or -ENOENT for a ticket that is unknown or already collected.
+ */
+MADVX_API int madvx_async_wait(struct madvx_async *async, uint64_t ticket);
+
+/*
+ * madvx_async_poll - madvx_async_wait() without blocking: reaps what has
+ * completed, then collects @ticket if it is complete, else returns
+ * -EINPROGRESS (a flush result is never -EINPROGRESS).
+ */
+MADVX_API int madvx_async_poll(struct madvx_async *async, uint64_t ticket);
+
+/*
+ * madvx_async_eventfd - an eventfd (non-blocking, owned by @async) that
+ * becomes readable when a submission may have completed; then call
+ * madvx_async_poll() (which also drains the eventfd). -EOPNOTSUPP with a
+ * caller-owned ring (watch the ring instead).
+ */
+MADVX_API int madvx_async_eventfd(struct madvx_async *async);
+
+/*
+ * madvx_async_cqe - for callers that reap their own ring: offer one CQE.
+ * Returns 1 if it was libmadvx's (consumed; mark it seen), 0 if not (yours),
+ * -EINVAL for a NULL @async.
+ */
+MADVX_API int madvx_async_cqe(struct madvx_async *async, uint64_t user_data, int32_t res);
+
 #ifdef __cplusplus
 }
 #endif
