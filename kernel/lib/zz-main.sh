@@ -133,6 +133,15 @@ cmd_test()
 		log "boot $k: $(wc -l <"$RUN_DIR/$k.results") results in $((SECONDS - b0)) s ($(grep -m1 -o 'MADVX-BOOT [^ ]*' "$RUN_DIR/$k.serial" | cut -d' ' -f2 || echo 'no boot'))"
 	done
 	judge "$RUN_DIR" "$RUN_DIR/expected" "${labels[@]}" || rc=1
+	if [[ -s $CACHE/initramfs/not-in-guest.list ]]; then
+		cp "$CACHE/initramfs/not-in-guest.list" "$RUN_DIR/"
+		echo "WARNING: $(wc -l <"$RUN_DIR/not-in-guest.list") library test(s)/example(s) could not be linked statically and did not run in the guest:"
+		sed 's/^/    /' "$RUN_DIR/not-in-guest.list"
+		if [[ ${MADVX_KERNEL_STRICT:-0} = 1 ]]; then
+			echo "RESULT: FAIL (MADVX_KERNEL_STRICT=1)"
+			rc=1
+		fi
+	fi
 	log "test: total $((SECONDS - t0)) s"
 	return $rc
 }
