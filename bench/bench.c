@@ -192,7 +192,7 @@ int bench_split_vmas(void *p, size_t len, unsigned int nvmas)
 	if (!piece)
 		return -EINVAL;
 	for (unsigned int i = 1; i < nvmas; i += 2)
-		if (mprotect((char *)p + i * piece, piece, PROT_READ))
+		if (madvise((char *)p + i * piece, piece, MADV_DONTFORK))
 			return -errno;
 	return 0;
 }

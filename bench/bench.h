@@ -74,8 +74,10 @@ void *bench_map(size_t len);
 /* Write one byte per 4 KiB page so every page is present. */
 void bench_touch(void *p, size_t len);
 /*
- * Split [p, p + len) into @nvmas VMAs by making every other piece PROT_READ
- * (so neighbours cannot merge). Returns 0 or -errno.
+ * Split [p, p + len) into @nvmas VMAs by setting MADV_DONTFORK on every
+ * other piece (neighbours with different flags cannot merge; unlike
+ * mprotect(PROT_READ) every piece stays writable, so it can be re-touched).
+ * Returns 0 or -errno.
  */
 int bench_split_vmas(void *p, size_t len, unsigned int nvmas);
 

@@ -389,21 +389,28 @@ static int read_trace(struct locktrace *lt, size_t *len)
 	return 0;
 }
 
-static void add_held(struct parse *p, struct thr *t, uint64_t from, uint64_t to)
+/* Length of [from, to) inside the window, in ns. */
+static uint64_t clip_ns(const struct parse *p, uint64_t from, uint64_t to)
 {
-	struct locktrace_counts *c = t->tid == p->self ? &p->out->self : &p->out->others;
-
-	if (to > from)
-		c->held_ns += (to - from) * 1000;
+	if (from < p->t0)
+		from = p->t0;
+	if (to > p->t1)
+		to = p->t1;
+	return to > from ? (to - from) * 1000 : 0;
 }
 
-/* One event line: "<comm>-<tid> [cpu] <flags> <sec>.<usec>: <event>: <fields>". */
+/*
+ * One event line: "<comm>-<tid> [cpu] <flags> <sec>.<usec>: <event>: <fields>".
+ * Every event updates the thread's state (holding, waiting); counts and
+ * times are credited only inside the window [t0, t1].
+ */
 static void parse_line(struct parse *p, const char *line)
 {
 	const char *ev = strstr(line, ": mmap_lock_"), *q, *br;
 	unsigned long long sec, usec;
 	struct locktrace_counts *c;
 	struct thr *t;
+	bool in;
 	uint64_t ts;
 	long tid;
 
@@ -416,7 +423,7 @@ static void parse_line(struct parse *p, const char *line)
 	if (sscanf(q, "%llu.%llu", &sec, &usec) != 2)
 		return;
 	ts = sec * 1000000ULL + usec;
-	/* tid: digits before the " [cpu]" */
+	/* tid: the digits before the " [cpu]" (comm is right-aligned, padded) */
 	br = strstr(line, " [");
 	if (!br || br > q)
 		return;
@@ -426,37 +433,37 @@ static void parse_line(struct parse *p, const char *line)
 	while (q > line && q[-1] >= '0' && q[-1] <= '9')
 		q--;
 	tid = strtol(q, NULL, 10);
-	if (ts < p->t0 || ts > p->t1 || tid <= 0)
+	if (tid <= 0)
 		return;
 	t = thr_get(p, (pid_t)tid);
 	if (!t)
 		return;
 	c = tid == p->self ? &p->out->self : &p->out->others;
-	p->out->events++;
+	in = ts >= p->t0 && ts <= p->t1;
+	if (in)
+		p->out->events++;
 	ev += 2;
 	if (!strncmp(ev, "mmap_lock_start_locking:", 24)) {
 		t->waiting = true;
 		t->start_us = ts;
 	} else if (!strncmp(ev, "mmap_lock_acquire_returned:", 27)) {
-		if (strstr(ev, "success=false")) {
-			t->waiting = false;
-			return;
-		}
-		if (strstr(ev, "write=true"))
-			c->acq_write++;
-		else
-			c->acq_read++;
-		if (t->waiting && ts > t->start_us)
-			c->wait_ns += (ts - t->start_us) * 1000;
+		/* trylocks report here without a start_locking: no wait */
+		if (t->waiting)
+			c->wait_ns += clip_ns(p, t->start_us, ts);
 		t->waiting = false;
+		if (strstr(ev, "success=false"))
+			return;
+		if (in && strstr(ev, "write=true"))
+			c->acq_write++;
+		else if (in)
+			c->acq_read++;
 		if (t->depth++ == 0)
 			t->acq_us = ts;
 	} else if (!strncmp(ev, "mmap_lock_released:", 19)) {
-		if (t->depth == 0) {
-			add_held(p, t, p->t0, ts);	/* taken before the window */
-		} else if (--t->depth == 0) {
-			add_held(p, t, t->acq_us, ts);
-		}
+		if (t->depth == 0)		/* taken before tracing began */
+			c->held_ns += clip_ns(p, 0, ts);
+		else if (--t->depth == 0)
+			c->held_ns += clip_ns(p, t->acq_us, ts);
 	}
 }
 
@@ -506,9 +513,15 @@ int locktrace_measure(struct locktrace *lt, void (*fn)(void *), void *arg,
 			out->lost = true;
 		parse_line(&p, line);
 	}
-	/* Still held at the end of the window. */
-	for (int i = 0; i < p.nthr; i++)
-		if (p.thr[i].depth)
-			add_held(&p, &p.thr[i], p.thr[i].acq_us, p.t1);
+	/* Still held, or still waiting, when the trace ends. */
+	for (int i = 0; i < p.nthr; i++) {
+		struct thr *t = &p.thr[i];
+		struct locktrace_counts *c = t->tid == p.self ? &out->self : &out->others;
+
+		if (t->depth)
+			c->held_ns += clip_ns(&p, t->acq_us, p.t1);
+		if (t->waiting)
+			c->wait_ns += clip_ns(&p, t->start_us, p.t1);
+	}
 	return 0;
 }

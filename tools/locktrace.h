@@ -22,6 +22,9 @@
  * good to about 1 us per acquisition.
  *
  * Thread-safety: one struct locktrace per measuring thread.
+ * Fork: the helper is a fork() of the caller, which write-protects the
+ * caller's private memory for copy-on-write; open before mapping and
+ * touching large benchmark buffers so their timings do not pay for it.
  */
 #ifndef MADVX_LOCKTRACE_H
 #define MADVX_LOCKTRACE_H
@@ -44,7 +47,9 @@ struct locktrace_counts {
 	uint64_t acq_read;
 	uint64_t acq_write;
 	uint64_t held_ns;	/* time between acquisition and release, clipped to the window */
-	uint64_t wait_ns;	/* time between start_locking and acquisition (contention) */
+	uint64_t wait_ns;	/* time between start_locking and acquisition (contention),
+				 * clipped to the window; a thread blocked for the whole
+				 * window without an event in it is not seen */
 };
 
 struct locktrace_result {
