@@ -13,4 +13,5 @@
 BENCH_SCENARIO(p1, "65536 adjacent 4 KiB DONTNEED hints over a touched 256 MiB mapping")
 BENCH_SCENARIO(p2, "every other 4 KiB page of 256 MiB: process_madvise vector size sweep")
 BENCH_SCENARIO(p3, "1024 hints over many VMAs with a background mmap/munmap thread: mmap_lock")
+BENCH_SCENARIO(p4, "1024 scattered 4 KiB DONTNEED hints released asynchronously: caller and total CPU")
 BENCH_SCENARIO(p7, "library cost per hint (add + plan), no kernel work")
