@@ -55,6 +55,8 @@ static void print_table(const struct madvx_kernel_info *ki)
 		       madvx_feature_disabled(f) > 0 ? "(forced off by MADVX_DISABLE)" : "");
 	printf("\n%-22s %s\n", "THP", thp_names[ki->thp]);
 	printf("%-22s %d\n", "io_uring_disabled", ki->io_uring_disabled);
+	printf("%-22s %s (MADVX_ASYNC_BACKEND overrides)\n", "async backend",
+	       madvx_async_backend_name(madvx_async_default_backend()));
 	printf("%-22s %d\n", "unprivileged_uffd", ki->unprivileged_userfaultfd);
 	printf("%-22s 0x%llx\n", "uffd features", (unsigned long long)ki->uffd_features);
 
@@ -81,9 +83,10 @@ static void print_json(const struct madvx_kernel_info *ki)
 			first = 0;
 		}
 	}
-	printf("],\"thp\":\"%s\",\"io_uring_disabled\":%d,"
+	printf("],\"thp\":\"%s\",\"io_uring_disabled\":%d,\"async_backend\":\"%s\","
 	       "\"unprivileged_userfaultfd\":%d,\"uffd_features\":%llu,\"advice\":{",
 	       thp_names[ki->thp], ki->io_uring_disabled,
+	       madvx_async_backend_name(madvx_async_default_backend()),
 	       ki->unprivileged_userfaultfd, (unsigned long long)ki->uffd_features);
 	for (int i = 0; i < n && i < 64; i++)
 		printf("%s\"%s\":{\"value\":%d,\"process_madvise\":%s,\"lock\":\"%s\"}",
