@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: MIT
+/*
+ * p7: what libmadvx itself costs per hint, without the kernel's work.
+ *
+ * Method: N 4 KiB MADV_DONTNEED hints on every other page of a mapping that
+ * was never touched, so the kernel has no pages to free and its cost is the
+ * syscall plus an empty page-table walk per entry. libmadvx (add N + flush)
+ * issues exactly the process_madvise() calls of 1024 entries that
+ * "raw_equivalent" issues from a prebuilt iovec array (checked with
+ * madvx_batch_stats()), so per repetition
+ *	library cost = (t(libmadvx) - t(raw_equivalent)) / N
+ * is the price of validation, epoch bookkeeping, sort check/sort, merge,
+ * VMA lookups, planning, building the vectors and crediting the results.
+ * Medians of the paired per-repetition differences, variants interleaved.
+ * Also: add alone, and hints added in random order (the radix sort runs).
+ */
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+
+#include <madvx.h>
+
+#include "bench.h"
+
+#define PAGE 4096UL
+
+enum { V_ADD, V_LIB, V_LIB_SHUF, V_RAW, NV };
+static const char *const vname[NV] = {
+	"add_only", "libmadvx_add_flush", "libmadvx_shuffled", "raw_equivalent",
+};
+
+struct p7 {
+	char *p;
+	size_t n;
+	struct iovec *iov;	/* address order */
+	struct iovec *shuf;	/* random order */
+	struct madvx_batch *b;
+};
+
+static int add_all(struct p7 *s, const struct iovec *iov)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (madvx_batch_add(s->b, iov[i].iov_base, iov[i].iov_len, MADV_DONTNEED) < 0)
+			return -1;
+	return 0;
+}
+
+/* Runs variant @v; returns its timed part in ns, or 0 on failure. */
+static uint64_t run(struct p7 *s, int v)
+{
+	uint64_t t0 = bench_now_ns(), t;
+
+	switch (v) {
+	case V_ADD:
+		if (add_all(s, s->iov))
+			return 0;
+		t = bench_now_ns() - t0;
+		return madvx_batch_flush(s->b) ? 0 : t;	/* flush untimed */
+	case V_LIB:
+	case V_LIB_SHUF:
+		if (add_all(s, v == V_LIB ? s->iov : s->shuf) || madvx_batch_flush(s->b))
+			return 0;
+		return bench_now_ns() - t0;
+	case V_RAW:
+		for (size_t i = 0; i < s->n; i += 1024) {
+			size_t m = s->n - i < 1024 ? s->n - i : 1024;
+
+			if (bench_process_madvise(s->iov + i, m, MADV_DONTNEED) != (long)(m * PAGE))
+				return 0;
+		}
+		return bench_now_ns() - t0;
+	}
+	return 0;
+}
+
+int bench_p7(const struct bench_opts *o)
+{
+	unsigned int reps = bench_reps(o, 31, 5);
+	struct p7 s = { .n = o->quick ? 4096 : 65536 };
+	struct madvx_batch_opts bo = { .size = sizeof(bo), .capacity = (uint32_t)s.n };
+	struct madvx_stats st0 = { .size = sizeof(st0) }, st1 = { .size = sizeof(st1) };
+	struct bench_samples smp[NV] = { 0 }, diff = { 0 }, diff_shuf = { 0 };
+	double t[NV], lib, shuf;
+	int ret = 1;
+
+	s.p = mmap(NULL, 2 * s.n * PAGE, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	s.iov = calloc(s.n, sizeof(*s.iov));
+	s.shuf = calloc(s.n, sizeof(*s.shuf));
+	if (s.p == MAP_FAILED || !s.iov || !s.shuf || madvx_batch_create(&bo, &s.b))
+		goto out;
+	for (size_t i = 0; i < s.n; i++)
+		s.iov[i] = s.shuf[i] = (struct iovec){ s.p + 2 * i * PAGE, PAGE };
+	srand(7);
+	for (size_t i = s.n - 1; i > 0; i--) {
+		size_t j = (size_t)rand() % (i + 1);
+		struct iovec x = s.shuf[i];
+
+		s.shuf[i] = s.shuf[j];
+		s.shuf[j] = x;
+	}
+	for (int v = 0; v < NV; v++)
+		if (bench_samples_init(&smp[v], reps))
+			goto out;
+	if (bench_samples_init(&diff, reps) || bench_samples_init(&diff_shuf, reps))
+		goto out;
+	/* Same syscalls as raw_equivalent? */
+	madvx_batch_stats(s.b, &st0);
+	if (!run(&s, V_LIB))
+		goto out;
+	madvx_batch_stats(s.b, &st1);
+	bench_note(o, "%zu hints, every other page of an untouched %zu MiB mapping; libmadvx "
+		   "made %llu syscalls with %llu entries (raw_equivalent: %zu, %zu); %u reps",
+		   s.n, 2 * s.n * PAGE >> 20,
+		   (unsigned long long)(st1.syscalls - st0.syscalls),
+		   (unsigned long long)(st1.vector_entries - st0.vector_entries),
+		   (s.n + 1023) / 1024, s.n, reps);
+	for (unsigned int r = 0; r < reps; r++) {
+		for (unsigned int i = 0; i < NV; i++) {
+			int v = (int)bench_order(r, i, NV);
+			uint64_t ns = run(&s, v);
+
+			if (!ns) {
+				bench_note(o, "p7 %s failed", vname[v]);
+				goto out;
+			}
+			t[v] = (double)ns / (double)s.n;
+			bench_samples_add(&smp[v], t[v]);
+		}
+		bench_samples_add(&diff, t[V_LIB] - t[V_RAW]);
+		bench_samples_add(&diff_shuf, t[V_LIB_SHUF] - t[V_RAW]);
+	}
+	for (int v = 0; v < NV; v++)
+		bench_report(o, "p7", vname[v], "ns_per_hint", bench_median(smp[v].v, smp[v].n), "ns");
+	lib = bench_median(diff.v, diff.n);
+	shuf = bench_median(diff_shuf.v, diff_shuf.n);
+	bench_report(o, "p7", "libmadvx", "library_ns_per_hint", lib, "ns");
+	bench_report(o, "p7", "libmadvx_shuffled", "library_ns_per_hint", shuf, "ns");
+	bench_target(o, "p7", "library ns per hint (sorted adds)", lib, 20, false);
+	ret = 0;
+out:
+	for (int v = 0; v < NV; v++)
+		bench_samples_free(&smp[v]);
+	bench_samples_free(&diff);
+	bench_samples_free(&diff_shuf);
+	madvx_batch_free(s.b);
+	free(s.iov);
+	free(s.shuf);
+	if (s.p != MAP_FAILED)
+		munmap(s.p, 2 * s.n * PAGE);
+	return ret;
+}
