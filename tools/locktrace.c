@@ -231,7 +231,7 @@ int locktrace_open(struct locktrace *lt)
 	int ret;
 
 	memset(lt, 0, sizeof(*lt));
-	lt->root_fd = lt->inst_fd = -1;
+	lt->root_fd = lt->inst_fd = lt->pipe_fd = -1;
 	if (geteuid() != 0) {
 		snprintf(lt->why, sizeof(lt->why),
 			 "not root: mounting tracefs and enabling tracepoints need CAP_SYS_ADMIN");
@@ -271,6 +271,12 @@ int locktrace_open(struct locktrace *lt)
 		set_why(lt, "%s", "configuring the trace instance", -ret);
 		goto fail;
 	}
+	lt->pipe_fd = openat(lt->inst_fd, "trace_pipe", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (lt->pipe_fd < 0) {
+		ret = -errno;
+		set_why(lt, "%s", "opening trace_pipe", -ret);
+		goto fail;
+	}
 	return 0;
 fail:
 	locktrace_close(lt);
@@ -279,6 +285,8 @@ fail:
 
 void locktrace_close(struct locktrace *lt)
 {
+	if (lt->pipe_fd >= 0)
+		close(lt->pipe_fd);
 	if (lt->inst_fd >= 0) {
 		write_at(lt->inst_fd, "tracing_on", "0", 0);
 		write_at(lt->inst_fd, "events/mmap_lock/enable", "0", 0);
@@ -295,7 +303,8 @@ void locktrace_close(struct locktrace *lt)
 	free(lt->buf);
 	lt->buf = NULL;
 	lt->buf_cap = 0;
-	lt->root_fd = lt->inst_fd = -1;
+	lt->root_fd = lt->inst_fd = lt->pipe_fd = -1;
+	lt->pids[0] = 0;
 	lt->inst[0] = 0;
 }
 
@@ -349,13 +358,15 @@ static int list_tids(char *buf, size_t len, pid_t self)
 	return 0;
 }
 
-static int read_trace(struct locktrace *lt, size_t *len)
+/*
+ * Read what trace_pipe holds now (a consuming, non-blocking read): unlike
+ * opening "trace", which waits for an RCU grace period to pause the buffer
+ * (tens of ms), this costs only the copying. @keep false: just drain.
+ */
+static int read_pipe(struct locktrace *lt, bool keep, size_t *len)
 {
-	int fd = openat(lt->inst_fd, "trace", O_RDONLY | O_CLOEXEC);
 	size_t off = 0;
 
-	if (fd < 0)
-		return -errno;
 	for (;;) {
 		ssize_t n;
 
@@ -363,27 +374,23 @@ static int read_trace(struct locktrace *lt, size_t *len)
 			size_t cap = lt->buf_cap ? lt->buf_cap * 2 : 1 << 20;
 			char *nb = realloc(lt->buf, cap);
 
-			if (!nb) {
-				close(fd);
+			if (!nb)
 				return -ENOMEM;
-			}
 			lt->buf = nb;
 			lt->buf_cap = cap;
 		}
-		n = read(fd, lt->buf + off, lt->buf_cap - off - 1);
+		n = read(lt->pipe_fd, lt->buf + off, lt->buf_cap - off - 1);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0) {
-			int e = errno;
-
-			close(fd);
-			return -e;
-		}
+		if (n < 0 && errno == EAGAIN)
+			break;
+		if (n < 0)
+			return -errno;
 		if (n == 0)
 			break;
-		off += (size_t)n;
+		if (keep)
+			off += (size_t)n;
 	}
-	close(fd);
 	lt->buf[off] = 0;
 	*len = off;
 	return 0;
@@ -484,8 +491,14 @@ int locktrace_measure(struct locktrace *lt, void (*fn)(void *), void *arg,
 	p.self = (pid_t)syscall(SYS_gettid);
 	p.out = out;
 	list_tids(tids, sizeof(tids), p.self);
-	if ((ret = write_at(lt->inst_fd, "set_event_pid", tids, O_TRUNC)) ||
-	    (ret = write_at(lt->inst_fd, "trace", "", O_TRUNC)) ||
+	/* Rewriting set_event_pid waits for RCU: only when the threads changed. */
+	if (strcmp(tids, lt->pids)) {
+		ret = write_at(lt->inst_fd, "set_event_pid", tids, O_TRUNC);
+		if (ret)
+			return ret;
+		snprintf(lt->pids, sizeof(lt->pids), "%s", tids);
+	}
+	if ((ret = read_pipe(lt, false, &len)) ||
 	    (ret = write_at(lt->inst_fd, "tracing_on", "1", 0)))
 		return ret;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -497,19 +510,16 @@ int locktrace_measure(struct locktrace *lt, void (*fn)(void *), void *arg,
 	out->call_ns = t1 - t0;
 	if (ret)
 		return ret;
-	ret = read_trace(lt, &len);
+	ret = read_pipe(lt, true, &len);
 	if (ret)
 		return ret;
 	p.t0 = t0 / 1000;
 	p.t1 = t1 / 1000;
 	for (line = lt->buf; line && *line; line = nl ? nl + 1 : NULL) {
-		unsigned long long inbuf, written;
-
 		nl = strchr(line, '\n');
 		if (nl)
 			*nl = 0;
-		if (sscanf(line, "# entries-in-buffer/entries-written: %llu/%llu",
-			   &inbuf, &written) == 2 && written > inbuf)
+		if (strstr(line, " EVENTS]") && strstr(line, "[LOST "))
 			out->lost = true;
 		parse_line(&p, line);
 	}

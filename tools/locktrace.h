@@ -36,6 +36,8 @@
 struct locktrace {
 	int root_fd;		/* tracefs root (mount detached from every namespace) */
 	int inst_fd;		/* our instance directory */
+	int pipe_fd;		/* its trace_pipe, non-blocking */
+	char pids[4096];	/* set_event_pid as last written */
 	char inst[64];		/* its name under instances/ */
 	char why[192];		/* why locktrace_open() failed */
 	char *buf;		/* trace text of the last measurement */

@@ -12,12 +12,16 @@
 
 #include <madvx.h>
 
+#include "probe-verify.h"
+
 static const char *const thp_names[] = {
 	[MADVX_THP_UNKNOWN] = "unknown",
 	[MADVX_THP_ALWAYS] = "always",
 	[MADVX_THP_MADVISE] = "madvise",
 	[MADVX_THP_NEVER] = "never",
 };
+
+static int verify;	/* --verify: measured locks beside the predicted ones */
 
 static const char *yes_no(int v)
 {
@@ -65,6 +69,8 @@ static void print_table(const struct madvx_kernel_info *ki)
 		printf("%-22s %-16s %s\n", madvx_advice_name(adv[i]),
 		       yes_no(madvx_advice_supported(adv[i])),
 		       madvx_lock_name(madvx_advice_lock(adv[i])));
+	if (verify)
+		verify_print_table();
 }
 
 static void print_json(const struct madvx_kernel_info *ki)
@@ -88,35 +94,48 @@ static void print_json(const struct madvx_kernel_info *ki)
 	       thp_names[ki->thp], ki->io_uring_disabled,
 	       madvx_async_backend_name(madvx_async_default_backend()),
 	       ki->unprivileged_userfaultfd, (unsigned long long)ki->uffd_features);
-	for (int i = 0; i < n && i < 64; i++)
-		printf("%s\"%s\":{\"value\":%d,\"process_madvise\":%s,\"lock\":\"%s\"}",
+	for (int i = 0; i < n && i < 64; i++) {
+		printf("%s\"%s\":{\"value\":%d,\"process_madvise\":%s,\"lock\":\"%s\"",
 		       i ? "," : "", madvx_advice_name(adv[i]), adv[i],
 		       madvx_advice_supported(adv[i]) > 0 ? "true" : "false",
 		       madvx_lock_name(madvx_advice_lock(adv[i])));
+		if (verify)
+			verify_print_json(i);
+		printf("}");
+	}
 	printf("}}\n");
 }
 
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: madvx-probe [--json]\n"
+	fprintf(out, "usage: madvx-probe [--json] [--verify]\n"
 		"  Prints what the running kernel offers libmadvx and which lock\n"
-		"  each madvise advice takes. MADVX_DISABLE=name,... forces features off.\n");
+		"  each madvise advice takes. MADVX_DISABLE=name,... forces features off.\n"
+		"  --verify  (root) also measure the lock each advice takes, with the\n"
+		"            mmap_lock tracepoints, on scratch mappings in one and in two\n"
+		"            VMAs (JSON: \"lock_measured\" per advice). Exit 77 with the\n"
+		"            reason on stderr when it cannot measure (not root, no tracefs,\n"
+		"            no mmap_lock tracepoints).\n");
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
+		{ "verify", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct madvx_kernel_info ki = { .size = sizeof(ki) };
 	int json = 0, c;
 
-	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "jhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = 1;
+			break;
+		case 'V':
+			verify = 1;
 			break;
 		case 'h':
 			usage(stdout);
@@ -131,9 +150,21 @@ int main(int argc, char **argv)
 		fprintf(stderr, "madvx-probe: madvx_kernel_info failed\n");
 		return 1;
 	}
+	if (verify) {
+		int adv[64], n = madvx_advice_list(adv, 64);
+		char why[256];
+
+		if (verify_open(why, sizeof(why))) {
+			fprintf(stderr, "madvx-probe: --verify cannot measure here: %s\n", why);
+			return 77;
+		}
+		verify_run(adv, n < 64 ? n : 64);
+	}
 	if (json)
 		print_json(&ki);
 	else
 		print_table(&ki);
+	if (verify)
+		verify_close();
 	return 0;
 }
