@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Every page renders with `man -l` without a groff warning, every alias
+# resolves, and every function exported in src/libmadvx.map has a page.
+set -euo pipefail
+cd "$1"
+fail=0
+for f in man3/*.3 man7/*.7; do
+	out=$(LC_ALL=C MANWIDTH=80 man --warnings -l "$f" 2>&1 >/dev/null || echo "man failed")
+	if [ -n "$out" ]; then
+		echo "FAIL: $f: $out"
+		fail=1
+	fi
+	LC_ALL=C MANWIDTH=80 man -l "$f" 2>/dev/null | grep -q . || { echo "FAIL: $f renders empty"; fail=1; }
+done
+for sym in $(sed -n 's/^\t\t\(madvx_[a-z0-9_]*\);/\1/p' ../src/libmadvx.map); do
+	[ -f "man3/$sym.3" ] || { echo "MISSING: man3/$sym.3"; fail=1; }
+done
+[ $fail -eq 0 ] && echo "man pages: $(ls man3/*.3 man7/*.7 | wc -l) render cleanly"
+exit $fail
