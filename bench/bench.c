@@ -2,6 +2,7 @@
 /* madvx-bench helpers: clocks, statistics, output, scratch memory. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/perf_event.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,52 @@ uint64_t bench_thread_cpu_ns(void)
 uint64_t bench_proc_cpu_ns(void)
 {
 	return clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+}
+
+static int open_cycles(bool user)
+{
+	struct perf_event_attr a = {
+		.type = PERF_TYPE_HARDWARE,
+		.size = sizeof(a),
+		.config = PERF_COUNT_HW_CPU_CYCLES,
+		.exclude_kernel = user,
+		.exclude_user = !user,
+		.exclude_hv = 1,
+	};
+	long fd = syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+
+	return fd < 0 ? -errno : (int)fd;
+}
+
+int bench_cpu_split_open(struct bench_cpu_split *c)
+{
+	c->fd_user = open_cycles(true);
+	c->fd_kernel = open_cycles(false);
+	if (c->fd_user < 0 || c->fd_kernel < 0) {
+		int err = c->fd_user < 0 ? c->fd_user : c->fd_kernel;
+
+		bench_cpu_split_close(c);
+		return err;
+	}
+	return 0;
+}
+
+void bench_cpu_split_read(const struct bench_cpu_split *c, uint64_t *user, uint64_t *kernel)
+{
+	*user = *kernel = 0;
+	if (read(c->fd_user, user, sizeof(*user)) != sizeof(*user))
+		*user = 0;
+	if (read(c->fd_kernel, kernel, sizeof(*kernel)) != sizeof(*kernel))
+		*kernel = 0;
+}
+
+void bench_cpu_split_close(struct bench_cpu_split *c)
+{
+	if (c->fd_user >= 0)
+		close(c->fd_user);
+	if (c->fd_kernel >= 0)
+		close(c->fd_kernel);
+	c->fd_user = c->fd_kernel = -1;
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -37,6 +37,21 @@ uint64_t bench_now_ns(void);		/* CLOCK_MONOTONIC */
 uint64_t bench_thread_cpu_ns(void);	/* CLOCK_THREAD_CPUTIME_ID */
 uint64_t bench_proc_cpu_ns(void);	/* CLOCK_PROCESS_CPUTIME_ID (all threads) */
 
+/*
+ * Split of this thread's CPU time into user and kernel parts, from the
+ * cycle counters (perf_event_open, exclude_kernel / exclude_user): precise
+ * where the kernel's tick-based utime/stime are not. The user part of a
+ * libmadvx call is what the library itself costs.
+ */
+struct bench_cpu_split {
+	int fd_user, fd_kernel;
+};
+/* 0, or -errno (no PMU in this VM, perf_event_paranoid): say so and skip. */
+int bench_cpu_split_open(struct bench_cpu_split *c);
+/* Cycle counts so far (user, kernel). */
+void bench_cpu_split_read(const struct bench_cpu_split *c, uint64_t *user, uint64_t *kernel);
+void bench_cpu_split_close(struct bench_cpu_split *c);
+
 /* ---- statistics (sort @v in place) ---- */
 double bench_median(double *v, size_t n);
 /* Nearest-rank percentile, @p in [0, 100]. */
