@@ -192,8 +192,6 @@ static void rec_complete(struct madvx_async *a, uint32_t idx, int32_t res)
 	struct madvx_ticket_slot *s = &a->slots[r->slot];
 
 	u->inflight--;
-	if (!u->inflight)
-		u->adv_mask = 0;
 	if (res == 0) {
 		madvx_entry_done(s->b, &r->e, r->e.len, 0);
 	} else if (res == -ENOMEM) {
@@ -328,9 +326,9 @@ static void queue_part(struct madvx_async *a, uint32_t slot, int advice,
 	r->advice = advice;
 	r->slot = slot;
 	a->slots[slot].pending++;
-	u->inflight++;
-
+	/* Counted once it has an SQE: get_sqe() only waits for what was submitted. */
 	sqe = get_sqe(a);
+	u->inflight++;
 	if (part->len > UINT32_MAX) {
 		/* liburing 2.3 has no io_uring_prep_madvise64: the 64-bit length goes in sqe->off. */
 		io_uring_prep_madvise(sqe, (void *)(uintptr_t)part->start, 0, advice);
@@ -369,6 +367,9 @@ static void uring_issue(struct madvx_batch *b, int advice, struct madvx_entry *e
 		if (e[i].start + e[i].len > hi)
 			hi = e[i].start + e[i].len;
 	}
+	/* Nothing in flight: nothing to order against (not reset mid-group). */
+	if (!u->inflight)
+		u->adv_mask = 0;
 	drain = (u->adv_mask & ~bit) && lo < u->hi && u->lo < hi;
 	if (drain || !u->adv_mask) {
 		u->adv_mask = bit;

@@ -19,6 +19,8 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <sys/prctl.h>
@@ -421,6 +423,62 @@ START_TEST(tickets_poll_eventfd)
 }
 END_TEST
 
+/* ---- one async object, many threads ---- */
+
+#define MT_THREADS 4
+#define MT_ROUNDS 60
+#define MT_PAGES 32
+
+static struct madvx_async *mt_async;
+
+static void *mt_worker(void *arg)
+{
+	size_t pg = test_page();
+	uint8_t *p = test_map_filled(MT_PAGES, (uint8_t)(uintptr_t)arg);
+	struct madvx_batch *b;
+
+	ck_assert_int_eq(madvx_batch_create(NULL, &b), 0);
+	for (int r = 0; r < MT_ROUNDS; r++) {
+		int odd = r % 2, ret;
+		uint64_t t;
+
+		for (int i = 0; i < MT_PAGES; i++)
+			p[i * pg] = (uint8_t)(r + 1);
+		for (int i = odd; i < MT_PAGES; i += 2)
+			ck_assert_int_ge(madvx_batch_add(b, p + i * pg, pg, MADV_DONTNEED), 0);
+		/* More threads than tickets: -EBUSY until one is collected. */
+		while ((ret = madvx_async_submit(mt_async, b, &t)) == -EBUSY)
+			sched_yield();
+		ck_assert_int_eq(ret, 0);
+		ck_assert_int_eq(madvx_async_wait(mt_async, t), 0);
+		for (int i = 0; i < MT_PAGES; i++) {
+			ck_assert_int_eq(test_resident(p + i * pg), i % 2 != odd);
+			ck_assert_int_eq(p[i * pg], i % 2 == odd ? 0 : (uint8_t)(r + 1));
+		}
+	}
+	madvx_batch_free(b);
+	munmap(p, MT_PAGES * pg);
+	return NULL;
+}
+
+START_TEST(threads_share_one_async)
+{
+	for (size_t k = 0; k < ARRAY_SIZE(all_backends); k++) {
+		pthread_t th[MT_THREADS];
+
+		if (all_backends[k] == MADVX_ASYNC_IO_URING && !io_uring_ok())
+			continue;
+		mt_async = new_async(all_backends[k], 2);
+		for (int i = 0; i < MT_THREADS; i++)
+			ck_assert_int_eq(pthread_create(&th[i], NULL, mt_worker,
+							(void *)(uintptr_t)(i + 1)), 0);
+		for (int i = 0; i < MT_THREADS; i++)
+			pthread_join(th[i], NULL);
+		madvx_async_free(mt_async);
+	}
+}
+END_TEST
+
 /* ---- teardown with requests in flight ---- */
 
 #define TD_BATCHES 4
@@ -690,6 +748,7 @@ int main(void)
 	tcase_add_test(api, errors_per_hint);
 	tcase_add_test(api, tickets_poll_eventfd);
 	tcase_add_test(api, teardown_in_flight);
+	tcase_add_test(api, threads_share_one_async);
 	tcase_add_test(api, io_uring_blocked_by_seccomp);
 	tcase_add_test(api, io_uring_disabled_by_env);
 	tcase_add_test(api, env_override);
