@@ -1,0 +1,344 @@
+// SPDX-License-Identifier: MIT
+/*
+ * madv-series: the workloads behind the numbers in the commit messages of
+ * kernel/patches (see kernel/README.md, "Patch series").  A static guest
+ * binary for "kernel/run exec"; it counts, it does not time (QEMU TCG).
+ *
+ *   madv-series cold    [calls] [writers]  10,000 MADV_COLD on one 2 MiB VMA
+ *   madv-series pageout [calls] [writers]  MADV_PAGEOUT of 16 re-touched pages
+ *   madv-series vector  [calls] [writers]  process_madvise(DONTNEED), 1024
+ *                                          entries over 1024 VMAs, the first
+ *                                          entry spanning two VMAs
+ *   madv-series counters                   1,000 single-VMA + 1,000 two-VMA
+ *                                          MADV_DONTNEED calls
+ *   madv-series all [calls] [writers]      all four (vector: 200 calls, 4 writers)
+ *
+ * "writers" threads mmap()/munmap() their own 64 KiB VMAs meanwhile.
+ * Reported, as key=value lines: mmap_lock acquisitions of the advising
+ * thread (from the mmap_lock tracepoints in a tracefs instance filtered to
+ * that thread), writer iterations, and the deltas of the per-VMA lock
+ * counters in /proc/vmstat (those a kernel does not have are printed as -1).
+ * Build: gcc -O2 -static -pthread -o madv-series madv-series.c
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef MADV_COLD
+#define MADV_COLD 20
+#endif
+#ifndef MADV_PAGEOUT
+#define MADV_PAGEOUT 21
+#endif
+#ifndef __NR_process_madvise
+#define __NR_process_madvise 440
+#endif
+#ifndef __NR_pidfd_open
+#define __NR_pidfd_open 434
+#endif
+
+#define TRACE "/sys/kernel/tracing/instances/madv-series"
+#define PG 4096UL
+#define NVEC 1024
+
+static const char *const vmstat_keys[] = {
+	"madvise_vma_lock_success", "madvise_vma_lock_fallback",
+	"vma_lock_success", "vma_lock_retry", "vma_lock_miss",
+	"pswpout",
+};
+#define NKEYS (sizeof(vmstat_keys) / sizeof(vmstat_keys[0]))
+
+static atomic_bool stop;
+static atomic_ulong writer_iters;
+
+static void die(const char *what)
+{
+	fprintf(stderr, "madv-series: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static void vmstat_read(long long *v)
+{
+	char line[256], key[128];
+	long long val;
+	FILE *f = fopen("/proc/vmstat", "r");
+
+	for (size_t i = 0; i < NKEYS; i++)
+		v[i] = -1;
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%127s %lld", key, &val) != 2)
+			continue;
+		for (size_t i = 0; i < NKEYS; i++)
+			if (!strcmp(key, vmstat_keys[i]))
+				v[i] = val;
+	}
+	fclose(f);
+}
+
+static void vmstat_print(const long long *a, const long long *b)
+{
+	for (size_t i = 0; i < NKEYS; i++)
+		printf("vmstat_%s=%lld\n", vmstat_keys[i], a[i] < 0 ? -1 : b[i] - a[i]);
+}
+
+static void put(const char *file, const char *val)
+{
+	char path[256];
+	int fd;
+
+	snprintf(path, sizeof(path), TRACE "/%s", file);
+	fd = open(path, O_WRONLY | O_TRUNC);
+	if (fd < 0 || write(fd, val, strlen(val)) != (ssize_t)strlen(val))
+		die(path);
+	close(fd);
+}
+
+/* Trace the mmap_lock events of one thread into our own instance. */
+static void trace_start(pid_t tid)
+{
+	char buf[32];
+
+	rmdir(TRACE);
+	if (mkdir(TRACE, 0755) && errno != EEXIST)
+		die("mkdir " TRACE " (tracefs mounted?)");
+	put("buffer_size_kb", "8192");
+	put("trace_clock", "mono");
+	snprintf(buf, sizeof(buf), "%d", tid);
+	put("set_event_pid", buf);
+	put("events/mmap_lock/mmap_lock_acquire_returned/enable", "1");
+	put("events/mmap_lock/mmap_lock_released/enable", "1");
+	put("tracing_on", "1");
+}
+
+struct lockcount {
+	long acq_read, acq_write, lost;
+	double held_s;		/* sum of acquire -> release intervals */
+};
+
+static void trace_stop(struct lockcount *c)
+{
+	char line[512];
+	double t, acq_t = -1;
+	long written = -1, inbuf = -1;
+	FILE *f;
+
+	put("tracing_on", "0");
+	memset(c, 0, sizeof(*c));
+	f = fopen(TRACE "/trace", "r");
+	if (!f)
+		die("trace");
+	while (fgets(line, sizeof(line), f)) {
+		char *p;
+
+		if (line[0] == '#') {
+			p = strstr(line, "entries-in-buffer/entries-written:");
+			if (p)
+				sscanf(p, "entries-in-buffer/entries-written: %ld/%ld", &inbuf, &written);
+			continue;
+		}
+		p = strstr(line, "mmap_lock_");
+		if (!p)
+			continue;
+		/* timestamp: the number before ": mmap_lock_" */
+		{
+			char *q = p - 2;
+
+			while (q > line && *q != ' ')
+				q--;
+			t = atof(q);
+		}
+		if (!strncmp(p, "mmap_lock_acquire_returned", 26)) {
+			if (!strstr(p, "success=true"))
+				continue;
+			if (strstr(p, "write=true"))
+				c->acq_write++;
+			else
+				c->acq_read++;
+			acq_t = t;
+		} else if (!strncmp(p, "mmap_lock_released", 18) && acq_t >= 0) {
+			c->held_s += t - acq_t;
+			acq_t = -1;
+		}
+	}
+	fclose(f);
+	c->lost = written > inbuf ? written - inbuf : 0;
+	put("events/mmap_lock/enable", "0");
+	rmdir(TRACE);
+}
+
+static void *writer(void *arg)
+{
+	(void)arg;
+	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+		char *p = mmap(NULL, 16 * PG, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p == MAP_FAILED)
+			die("writer mmap");
+		p[0] = 1;
+		munmap(p, 16 * PG);
+		atomic_fetch_add_explicit(&writer_iters, 1, memory_order_relaxed);
+	}
+	return NULL;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void touch(char *p, size_t len)
+{
+	for (size_t o = 0; o < len; o += PG)
+		p[o] = (char)(o / PG + 1);
+}
+
+/* "all": each workload in a child process, one after the other. */
+static int run_all(const char *self, const char *calls, const char *writers)
+{
+	static const char *const modes[] = { "counters", "cold", "pageout", "vector" };
+	int rc = 0;
+
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		const char *w = !strcmp(modes[i], "vector") ? "4" : writers;
+		const char *c = !strcmp(modes[i], "vector") ? "200" : calls;
+		int status;
+		pid_t pid;
+
+		fflush(stdout);
+		pid = fork();
+		if (pid == 0) {
+			execl(self, self, modes[i], c, w, (char *)NULL);
+			_exit(127);
+		}
+		if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
+		    WEXITSTATUS(status))
+			rc = 1;
+	}
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "cold";
+	long calls = argc > 2 ? atol(argv[2]) : 10000;
+	int nwriters = argc > 3 ? atoi(argv[3]) : 16, pidfd = -1;
+	long long v0[NKEYS], v1[NKEYS];
+	unsigned long w_in_calls = 0, w0;
+	pthread_t *tids = calloc(nwriters ? nwriters : 1, sizeof(*tids));
+	struct iovec *iov = NULL;
+	struct lockcount lc;
+	double t_calls = 0, t0;
+	long errors = 0;
+	size_t len = 0;
+	char *p = NULL;
+
+	if (!strcmp(mode, "all"))
+		return run_all("/proc/self/exe", argc > 2 ? argv[2] : "10000",
+			       argc > 3 ? argv[3] : "16");
+	if (!strcmp(mode, "cold")) {
+		len = 2UL << 20;
+	} else if (!strcmp(mode, "pageout")) {
+		len = 16 * PG;
+	} else if (!strcmp(mode, "vector")) {
+		/* 1025 one-page VMAs: alternate protections keep them apart. */
+		len = (NVEC + 1) * PG;
+		if (calls == 10000)
+			calls = 200;
+	} else if (!strcmp(mode, "counters")) {
+		len = 2 * PG;
+		calls = 1000;
+		nwriters = 0;
+	} else {
+		fprintf(stderr, "usage: %s cold|pageout|vector|counters [calls] [writers]\n", argv[0]);
+		return 2;
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		die("mmap");
+	madvise(p, len, MADV_NOHUGEPAGE);
+	touch(p, len);
+	if (!strcmp(mode, "vector") || !strcmp(mode, "counters")) {
+		for (size_t i = 1; i < len / PG; i += 2)
+			if (mprotect(p + i * PG, PG, PROT_READ))
+				die("mprotect");
+		pidfd = syscall(__NR_pidfd_open, getpid(), 0);
+		if (pidfd < 0)
+			die("pidfd_open");
+		iov = calloc(NVEC, sizeof(*iov));
+		for (int i = 0; i < NVEC; i++)
+			iov[i] = (struct iovec){ p + i * PG, PG };
+		iov[0].iov_len = 2 * PG;	/* spans VMAs 0 and 1 */
+	}
+	for (int i = 0; i < nwriters; i++)
+		if (pthread_create(&tids[i], NULL, writer, NULL))
+			die("pthread_create");
+	while (nwriters && atomic_load(&writer_iters) < (unsigned long)nwriters)
+		usleep(1000);
+
+	vmstat_read(v0);
+	trace_start(gettid());
+	for (long i = 0; i < calls; i++) {
+		long ret = 0;
+
+		if (!strcmp(mode, "pageout"))
+			touch(p, len);
+		w0 = atomic_load(&writer_iters);
+		t0 = now();
+		if (!strcmp(mode, "cold"))
+			ret = madvise(p, len, MADV_COLD);
+		else if (!strcmp(mode, "pageout"))
+			ret = madvise(p, len, MADV_PAGEOUT);
+		else if (!strcmp(mode, "vector"))
+			ret = syscall(__NR_process_madvise, pidfd, iov, NVEC, MADV_DONTNEED, 0) ==
+			      (long)((NVEC + 1) * PG) ? 0 : -1;
+		else
+			ret = madvise(p, PG, MADV_DONTNEED);
+		t_calls += now() - t0;
+		w_in_calls += atomic_load(&writer_iters) - w0;
+		if (ret)
+			errors++;
+		if (!strcmp(mode, "vector"))	/* the writable VMAs; faults take VMA locks */
+			for (size_t o = 0; o < len; o += 2 * PG)
+				p[o] = 1;
+	}
+	if (!strcmp(mode, "counters"))
+		for (long i = 0; i < calls; i++)
+			if (madvise(p, 2 * PG, MADV_DONTNEED))
+				errors++;
+	trace_stop(&lc);
+	vmstat_read(v1);
+	atomic_store(&stop, true);
+	for (int i = 0; i < nwriters; i++)
+		pthread_join(tids[i], NULL);
+
+	printf("mode=%s calls=%ld writers=%d errors=%ld\n", mode, calls, nwriters, errors);
+	printf("advisor_mmap_lock_read=%ld\nadvisor_mmap_lock_write=%ld\ntrace_lost=%ld\n",
+	       lc.acq_read, lc.acq_write, lc.lost);
+	/* A ratio of two TCG intervals: shape only, not a timing claim. */
+	printf("advisor_held_share_pct=%.1f\n", t_calls > 0 ? 100.0 * lc.held_s / t_calls : 0);
+	printf("writer_iters_total=%lu\nwriter_iters_during_calls=%lu\n",
+	       atomic_load(&writer_iters), w_in_calls);
+	vmstat_print(v0, v1);
+	free(iov);
+	free(tids);
+	return errors ? 1 : 0;
+}
