@@ -185,8 +185,13 @@ judge()
 
 new_run_dir()
 {
+	local old
 	RUN_DIR="$CACHE/runs/$(date -u +%Y%m%dT%H%M%SZ)-$$"
 	mkdir -p "$RUN_DIR"
+	# Keep the newest 40 runs.
+	for old in $(ls -1d "$CACHE"/runs/2*/ 2>/dev/null | sort | head -n -40); do
+		rm -rf "$old"
+	done
 	ln -sfn "$RUN_DIR" "$CACHE/runs/latest"
 }
 

@@ -95,7 +95,11 @@ def main():
         for a in args:
             if any(c in a for c in " \t") or in_dir(a, repo) or in_dir(a, build):
                 problems.append("test %s: argument %r cannot be passed to the guest" % (name, a))
-        env = " ".join("%s=%s" % (k, v) for k, v in sorted((t.get("env") or {}).items())
+        envd = dict(t.get("env") or {})
+        # libcheck's per-test timeouts (4 s by default) are for the host:
+        # stretch them like ours for TCG.
+        envd.setdefault("CK_TIMEOUT_MULTIPLIER", str(mult * 2))
+        env = " ".join("%s=%s" % (k, v) for k, v in sorted(envd.items())
                        if not any(c in v for c in " \t") and k != "MALLOC_PERTURB_") or "-"
         timeout = int(t.get("timeout") or 30)
         # Host timeouts times MULT for TCG, capped so one stuck test cannot

@@ -86,6 +86,23 @@ cmd_deps()
 	log "deps: installed in $((SECONDS - t0)) s"
 }
 
+# Builds share the cache: one kernel/run at a time in the build phase.
+# Boots run concurrently, from copies in their run dir.
+build_lock()
+{
+	exec {BUILD_LOCK_FD}>"$CACHE/.build-lock"
+	if ! flock -n "$BUILD_LOCK_FD"; then
+		log "waiting for another kernel/run to finish its build phase"
+		flock "$BUILD_LOCK_FD"
+	fi
+}
+
+build_unlock()
+{
+	[[ -n ${BUILD_LOCK_FD:-} ]] && flock -u "$BUILD_LOCK_FD"
+	return 0
+}
+
 # Kernel for a variant, building it if needed; sets BZIMAGE.
 kernel_for()
 {
@@ -108,16 +125,20 @@ cmd_test()
 		esac
 		shift
 	done
+	build_lock
 	cmd_deps
 	cmd_fetch
 	IFS=, read -r -a labels <<<"$kernels"
+	new_run_dir
 	for k in "${labels[@]}"; do
 		kernel_for "$k"
+		cp "$BZIMAGE" "$RUN_DIR/$k.bzImage"
 	done
 	build_initramfs
-	new_run_dir
 	record_versions
 	cp "$CACHE/initramfs/tests.list" "$RUN_DIR/tests.list"
+	cp "$INITRAMFS" "$RUN_DIR/initramfs.cpio.gz"
+	build_unlock
 	expected_tests "$RUN_DIR/tests.list" "$only" "$skip" >"$RUN_DIR/expected"
 	[[ -s $RUN_DIR/expected ]] || die "no test selected"
 	cmdline=""
@@ -125,10 +146,9 @@ cmd_test()
 	[[ -n $skip ]] && cmdline+=" madvx.skip=$skip"
 	log "build phase done in $((SECONDS - t0)) s"
 	for k in "${labels[@]}"; do
-		kernel_for "$k"
 		local b0=$SECONDS
 		log "boot $k: $(wc -l <"$RUN_DIR/expected") tests"
-		boot_kernel "$BZIMAGE" "$INITRAMFS" "$RUN_DIR/$k.serial" "$cmdline" || true
+		boot_kernel "$RUN_DIR/$k.bzImage" "$RUN_DIR/initramfs.cpio.gz" "$RUN_DIR/$k.serial" "$cmdline" || true
 		parse_log "$RUN_DIR/$k.serial" "$RUN_DIR" "$k"
 		log "boot $k: $(wc -l <"$RUN_DIR/$k.results") results in $((SECONDS - b0)) s ($(grep -m1 -o 'MADVX-BOOT [^ ]*' "$RUN_DIR/$k.serial" | cut -d' ' -f2 || echo 'no boot'))"
 	done
@@ -199,19 +219,24 @@ cmd_exec()
 	EXTRA_PATHS=("$bin")
 	EXTRA_TIMEOUTS=("$timeout")
 	EXTRA_ARGS=("$*")
+	build_lock
 	cmd_deps
 	cmd_fetch
 	IFS=, read -r -a labels <<<"$kernels"
-	build_min_initramfs
 	new_run_dir
+	for k in "${labels[@]}"; do
+		kernel_for "$k"
+		cp "$BZIMAGE" "$RUN_DIR/$k.bzImage"
+	done
+	build_min_initramfs
 	record_versions
 	build_extra_archive "$RUN_DIR/extra.cpio.gz"
 	cat "$INITRAMFS_MIN" "$RUN_DIR/extra.cpio.gz" >"$RUN_DIR/initramfs.cpio.gz"
+	build_unlock
 	echo "extra/$name" >"$RUN_DIR/expected"
 	for k in "${labels[@]}"; do
-		kernel_for "$k"
 		log "exec: $name on $k"
-		boot_kernel "$BZIMAGE" "$RUN_DIR/initramfs.cpio.gz" "$RUN_DIR/$k.serial" "madvx.zram=256" || true
+		boot_kernel "$RUN_DIR/$k.bzImage" "$RUN_DIR/initramfs.cpio.gz" "$RUN_DIR/$k.serial" "madvx.zram=256" || true
 		parse_log "$RUN_DIR/$k.serial" "$RUN_DIR" "$k"
 		echo "===== $name on $k ($(grep -m1 -o 'MADVX-BOOT [^ ]*' "$RUN_DIR/$k.serial" | cut -d' ' -f2 || echo 'no boot')) ====="
 		grep -a "^\[$name\] " "$RUN_DIR/$k.serial" | sed "s/^\[$name\] //" || true
@@ -235,10 +260,18 @@ cmd_shell()
 		esac
 		shift
 	done
+	build_lock
 	cmd_deps
 	cmd_fetch
 	kernel_for "$k"
 	build_min_initramfs
+	local tmp
+	tmp=$(mktemp -d)
+	cp "$BZIMAGE" "$tmp/bzImage"
+	cp "$INITRAMFS_MIN" "$tmp/initramfs.cpio.gz"
+	build_unlock
+	BZIMAGE=$tmp/bzImage
+	INITRAMFS_MIN=$tmp/initramfs.cpio.gz
 	log "shell: $k kernel, busybox sh on the serial console; 'poweroff -f' or exit to quit (Ctrl-A X kills QEMU)"
 	boot_kernel "$BZIMAGE" "$INITRAMFS_MIN" /dev/null "madvx.shell=1" 1
 }
@@ -264,9 +297,9 @@ main()
 	test) cmd_test "$@" ;;
 	exec) cmd_exec "$@" ;;
 	shell) cmd_shell "$@" ;;
-	build) cmd_deps; cmd_build "$@" ;;
-	fetch) [[ ${1:-} = --refresh ]] && REFRESH=1; cmd_fetch ;;
-	initramfs) cmd_deps; cmd_fetch; build_initramfs ;;
+	build) build_lock; cmd_deps; cmd_build "$@" ;;
+	fetch) [[ ${1:-} = --refresh ]] && REFRESH=1; build_lock; cmd_fetch ;;
+	initramfs) build_lock; cmd_deps; cmd_fetch; build_initramfs ;;
 	deps) cmd_deps ;;
 	selftest) cmd_selftest "$@" ;;
 	parse) cmd_parse "$@" ;;
