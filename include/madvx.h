@@ -407,8 +407,12 @@ MADVX_API int madvx_release_config(const struct madvx_release_opts *opts);
  */
 struct madvx_uffd;
 
-/* madvx_uffd_opts.flags */
-#define MADVX_UFFD_NONBLOCK		(1U << 0)	/* O_NONBLOCK on the fd */
+/*
+ * madvx_uffd_opts.flags. There is no blocking mode: the fd is always
+ * O_NONBLOCK, because a blocking userfaultfd answers poll() with POLLERR and
+ * so cannot sit in a poll/epoll loop; wait with madvx_uffd_read_events(),
+ * madvx_uffd_handle() (timeout -1) or madvx_uffd_run() instead.
+ */
 #define MADVX_UFFD_USER_MODE_ONLY	(1U << 1)	/* always UFFD_USER_MODE_ONLY (5.11) */
 #define MADVX_UFFD_KERNEL_FAULTS	(1U << 2)	/* never settle for USER_MODE_ONLY */
 
@@ -416,7 +420,7 @@ struct madvx_uffd_opts {
 	size_t size;			/* sizeof(struct madvx_uffd_opts) */
 	uint64_t features;		/* UFFD_FEATURE_* required: open fails without them */
 	uint64_t optional_features;	/* UFFD_FEATURE_* enabled where the kernel has them */
-	unsigned int flags;		/* MADVX_UFFD_NONBLOCK, ... */
+	unsigned int flags;		/* MADVX_UFFD_USER_MODE_ONLY, MADVX_UFFD_KERNEL_FAULTS */
 };
 
 /*
@@ -429,13 +433,13 @@ struct madvx_uffd_opts {
 MADVX_API uint64_t madvx_uffd_missing_features(uint64_t features);
 
 /*
- * madvx_uffd_open - a userfaultfd, O_CLOEXEC, handshake done.
+ * madvx_uffd_open - a userfaultfd, O_CLOEXEC | O_NONBLOCK, handshake done.
  * Opening tries userfaultfd(2) (4.3); on EPERM (vm.unprivileged_userfaultfd=0
  * without CAP_SYS_PTRACE) userfaultfd(UFFD_USER_MODE_ONLY) (5.11), unless
  * MADVX_UFFD_KERNEL_FAULTS; then /dev/userfaultfd + USERFAULTFD_IOC_NEW
  * (6.1, needs access to the device node). UFFDIO_API enables
  * opts->features plus the optional ones present. @opts may be NULL (no
- * features, blocking fd).
+ * features).
  * Returns 0 and *out, or -EINVAL (bad opts or flags, NULL out), -E2BIG
  * (unknown nonzero opts tail), -EOPNOTSUPP (a required feature is missing:
  * see madvx_uffd_missing_features()), -ENOSYS (no userfaultfd, or "uffd" in
@@ -568,16 +572,19 @@ struct madvx_uffd_item {
 
 /*
  * madvx_uffd_move_list / madvx_uffd_copy_list - apply many items with the
- * fewest ioctls: items are sorted by @dst, runs contiguous on both sides are
- * coalesced, and each run is cut where a VMA ends on either side (bounds from
- * PROCMAP_QUERY or /proc/self/maps), so every ioctl stays inside one VMA.
- * An item that fails does not stop the others, except for -EAGAIN (without
- * MADVX_UFFD_RETRY, or after its two seconds), -ENOMEM, -ESRCH and -EINTR,
- * which end the call: every item not finished then carries that error.
- * @flags: as for the single operations. Items may be in any order but must
- * not overlap each other (an overlap counts as already present).
- * Returns 0 when every item is done, the err of the first failed item in
- * array order otherwise, -EINVAL for NULL arguments, -ENOMEM.
+ * fewest ioctls: @items are SORTED IN PLACE by dst (each keeps its result),
+ * runs contiguous on both sides are coalesced, and each run is cut where a
+ * VMA ends on either side (bounds from PROCMAP_QUERY or /proc/self/maps), so
+ * every ioctl stays inside one VMA. An item that fails does not stop the
+ * others, except for -EAGAIN (without MADVX_UFFD_RETRY, or after its two
+ * seconds), -ENOMEM, -ESRCH and -EINTR, which end the call: every item not
+ * finished then carries that error. Items must not overlap (an overlap
+ * counts as already present). @flags: as for the single operations.
+ * Neither these nor the single operations allocate memory: they are safe to
+ * call while another thread is inside fork() (which holds malloc's locks
+ * until its FORK event is read).
+ * Returns 0 when every item is done, else the err of the first failed item
+ * (in the sorted order), -EINVAL for bad arguments.
  */
 MADVX_API int madvx_uffd_move_list(struct madvx_uffd *uffd, struct madvx_uffd_item *items,
 				   size_t count, unsigned int flags);
@@ -628,8 +635,11 @@ MADVX_API int madvx_uffd_read_events(struct madvx_uffd *uffd,
 /*
  * madvx_uffd_drain - read every event pending on the fd into the handle's
  * queue, waiting up to @timeout_ms for the first when none is pending; this
- * ends the kernel's mmap_changing so -EAGAIN operations can be retried.
- * Returns the number of events queued now, or -errno.
+ * ends the kernel's mmap_changing so -EAGAIN operations can be retried. The
+ * queue holds 1024 events (allocated at open: draining never allocates);
+ * when it is full the rest stay in the kernel, and -EAGAIN persists until
+ * the handler delivers some.
+ * Returns the number of events queued now, -ENOSPC (queue full), or -errno.
  */
 MADVX_API int madvx_uffd_drain(struct madvx_uffd *uffd, int timeout_ms);
 

@@ -116,8 +116,8 @@ struct madvx_uffd {
 
 	/* Reading the fd and the queue of drained events, under @lock. */
 	pthread_mutex_t lock;
-	struct madvx_uffd_event *q;
-	size_t qhead, qlen, qcap;
+	struct madvx_uffd_event *q;	/* ring of QUEUE_CAP */
+	size_t qhead, qlen;
 
 	_Atomic uint64_t n_ioctls, n_bytes, n_existed, n_eagain, n_events,
 		n_faults, n_splits;
@@ -125,6 +125,9 @@ struct madvx_uffd {
 
 #define CNT_ADD(u, field, v) \
 	atomic_fetch_add_explicit(&(u)->field, (v), memory_order_relaxed)
+
+/* Events madvx_uffd_drain() can hold; allocated at open, never grown. */
+#define QUEUE_CAP 1024
 
 /* How long MADVX_UFFD_RETRY keeps draining and retrying an -EAGAIN op. */
 #define RETRY_NS (2ULL * 1000 * 1000 * 1000)
@@ -162,7 +165,13 @@ MADVX_API uint64_t madvx_uffd_missing_features(uint64_t features)
 static int open_fd(unsigned int flags, bool *umo)
 {
 	const struct madvx_probe_state *st = madvx_probe();
-	int extra = (flags & MADVX_UFFD_NONBLOCK) ? O_NONBLOCK : 0;
+	/*
+	 * Always non-blocking: a blocking userfaultfd answers poll() with
+	 * POLLERR (fs/userfaultfd.c userfaultfd_poll()), so it could never sit
+	 * in a poll/epoll loop, and a read() could sleep under our lock.
+	 * Blocking waits are madvx_uffd_read_events(.., -1) instead.
+	 */
+	int extra = O_NONBLOCK;
 	bool may_umo = !(flags & MADVX_UFFD_KERNEL_FAULTS) &&
 		       !(st->disabled & FEAT(MADVX_FEAT_UFFD_USER_MODE_ONLY));
 	int fd;
@@ -201,8 +210,7 @@ static int check_opts(const struct madvx_uffd_opts *o)
 	for (size_t i = sizeof(*o); i < o->size; i++)
 		if (((const uint8_t *)o)[i])
 			return -E2BIG;
-	if (o->flags & ~(MADVX_UFFD_NONBLOCK | MADVX_UFFD_USER_MODE_ONLY |
-			 MADVX_UFFD_KERNEL_FAULTS))
+	if (o->flags & ~(MADVX_UFFD_USER_MODE_ONLY | MADVX_UFFD_KERNEL_FAULTS))
 		return -EINVAL;
 	if ((o->flags & MADVX_UFFD_USER_MODE_ONLY) && (o->flags & MADVX_UFFD_KERNEL_FAULTS))
 		return -EINVAL;
@@ -255,6 +263,11 @@ MADVX_API int madvx_uffd_open(const struct madvx_uffd_opts *opts,
 	u->features = o.features |
 		(o.optional_features & ~madvx_uffd_missing_features(o.optional_features));
 	pthread_mutex_init(&u->lock, NULL);
+	u->q = calloc(QUEUE_CAP, sizeof(*u->q));
+	if (!u->q) {
+		madvx_uffd_free(u);
+		return -ENOMEM;
+	}
 	ret = u->evfd = madvx_sys_eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (ret >= 0)
 		ret = u->epfd = madvx_sys_epoll_create1(EPOLL_CLOEXEC);
@@ -275,7 +288,7 @@ MADVX_API void madvx_uffd_free(struct madvx_uffd *u)
 	if (!u)
 		return;
 	for (size_t i = 0; i < u->qlen; i++) {
-		const struct madvx_uffd_event *ev = &u->q[(u->qhead + i) % u->qcap];
+		const struct madvx_uffd_event *ev = &u->q[(u->qhead + i) % QUEUE_CAP];
 
 		if (ev->type == MADVX_UFFD_EVENT_FORK && ev->fork.fd >= 0)
 			close(ev->fork.fd);
@@ -525,16 +538,15 @@ static uint64_t vma_limit(struct madvx_uffd *u, struct madvx_vma_cache *c,
 
 /* A run: items contiguous on both sides, in dst order, being worked through. */
 struct run {
-	struct madvx_uffd_item *items;
-	const uint32_t *order;	/* positions in dst order */
-	size_t first, last;	/* [first, last] of order[] */
-	size_t cur;		/* order[] index of the item at the cursor */
+	struct madvx_uffd_item *items;	/* sorted by dst */
+	size_t first, last;	/* the run is items[first..last] */
+	size_t cur;		/* the item at the cursor */
 	uint64_t off;		/* cursor offset inside it */
 };
 
 static struct madvx_uffd_item *run_item(struct run *r)
 {
-	return &r->items[r->order ? r->order[r->cur] : r->cur];
+	return &r->items[r->cur];
 }
 
 /* Credit @bytes at the cursor to the items they fall in. */
@@ -589,12 +601,7 @@ static int run_op(struct madvx_uffd *u, enum uffd_op op, struct run *r,
 	bool has_src = op == OP_COPY || op == OP_MOVE;
 
 	r->off = 0;
-	{
-		const struct madvx_uffd_item *tail =
-			&r->items[r->order ? r->order[r->last] : r->last];
-
-		end = tail->dst + tail->len;
-	}
+	end = r->items[r->last].dst + r->items[r->last].len;
 	while (pos < end) {
 		uint64_t src = src0 + (pos - dst0);
 		int64_t n;
@@ -726,93 +733,110 @@ MADVX_API int madvx_uffd_wake(struct madvx_uffd *u, uint64_t addr, uint64_t len)
 /* Move / copy lists                                                       */
 /* ---------------------------------------------------------------------- */
 
-struct sort_key {
-	uint64_t dst;
-	uint32_t idx;
-};
-
-static int cmp_key(const void *a, const void *b)
+/*
+ * Nothing on the list paths allocates: a thread that fork()s holds the
+ * malloc locks while the kernel makes it wait for its FORK event to be read,
+ * so a GC thread that needs to drain that event must not call malloc. Items
+ * are therefore sorted in place (heapsort: no buffer, unlike qsort()).
+ */
+static bool item_before(const struct madvx_uffd_item *a, const struct madvx_uffd_item *b)
 {
-	const struct sort_key *x = a, *y = b;
+	return a->dst < b->dst || (a->dst == b->dst && a->src < b->src);
+}
 
-	if (x->dst != y->dst)
-		return x->dst < y->dst ? -1 : 1;
-	return x->idx < y->idx ? -1 : (x->idx > y->idx);
+static void sift_down(struct madvx_uffd_item *it, size_t root, size_t n)
+{
+	for (;;) {
+		size_t child = 2 * root + 1;
+		struct madvx_uffd_item tmp;
+
+		if (child >= n)
+			return;
+		if (child + 1 < n && item_before(&it[child], &it[child + 1]))
+			child++;
+		if (!item_before(&it[root], &it[child]))
+			return;
+		tmp = it[root];
+		it[root] = it[child];
+		it[child] = tmp;
+		root = child;
+	}
+}
+
+static void sort_items(struct madvx_uffd_item *it, size_t n)
+{
+	size_t i;
+
+	for (i = 1; i < n && !item_before(&it[i], &it[i - 1]); i++)
+		;
+	if (i >= n)
+		return;		/* already in order: the usual GC plan */
+	for (i = n / 2; i-- > 0;)
+		sift_down(it, i, n);
+	for (i = n; i-- > 1;) {
+		struct madvx_uffd_item tmp = it[0];
+
+		it[0] = it[i];
+		it[i] = tmp;
+		sift_down(it, 0, i);
+	}
 }
 
 static int list_op(struct madvx_uffd *u, enum uffd_op op,
 		   struct madvx_uffd_item *items, size_t count, unsigned int flags)
 {
 	uint64_t mask = madvx_page_size() - 1;
-	struct madvx_vma_cache *vc = NULL;
-	struct sort_key *keys = NULL;
-	uint32_t *order = NULL;
-	size_t n = 0;
+	struct madvx_vma_cache vc;
 	int fatal = 0, ret = 0;
 
-	if (!u || (!items && count) || count > UINT32_MAX ||
+	if (!u || (!items && count) ||
 	    flags & ~(MADVX_UFFD_DONTWAKE | MADVX_UFFD_MAP_WP |
 		      MADVX_UFFD_ALLOW_SRC_HOLES | MADVX_UFFD_EEXIST_STOP |
 		      MADVX_UFFD_RETRY))
 		return -EINVAL;
 	if (!count)
 		return 0;
-	keys = malloc(count * sizeof(*keys));
-	order = malloc(count * sizeof(*order));
-	vc = calloc(1, sizeof(*vc));
-	if (!keys || !order || !vc) {
-		ret = -ENOMEM;
-		goto out;
-	}
+	memset(&vc, 0, sizeof(vc));
+	sort_items(items, count);
 	for (size_t i = 0; i < count; i++) {
 		struct madvx_uffd_item *it = &items[i];
 
 		it->done = it->existed = 0;
 		it->err = 0;
-		if (!it->len)
-			continue;
 		if ((it->dst | it->len | (op == OP_MOVE ? it->src : 0)) & mask ||
-		    it->dst + it->len < it->dst || it->src + it->len < it->src) {
+		    it->dst + it->len < it->dst || it->src + it->len < it->src)
 			it->err = -EINVAL;
-			continue;
-		}
-		keys[n++] = (struct sort_key){ .dst = it->dst, .idx = (uint32_t)i };
 	}
-	qsort(keys, n, sizeof(*keys), cmp_key);
-	for (size_t i = 0; i < n; i++)
-		order[i] = keys[i].idx;
 
-	for (size_t i = 0; i < n && !fatal;) {
-		struct run r = { .items = items, .order = order, .first = i, .cur = i };
+	for (size_t i = 0; i < count && !fatal;) {
+		struct run r = { .items = items, .first = i, .cur = i };
 		size_t j = i;
 
+		if (items[i].err || !items[i].len) {
+			i++;
+			continue;
+		}
 		/* Coalesce while the next item continues this one on both sides. */
-		while (j + 1 < n) {
-			const struct madvx_uffd_item *a = &items[order[j]], *b = &items[order[j + 1]];
+		while (j + 1 < count) {
+			const struct madvx_uffd_item *a = &items[j], *b = &items[j + 1];
 
-			if (b->dst != a->dst + a->len || b->src != a->src + a->len)
+			if (b->err || !b->len || b->dst != a->dst + a->len ||
+			    b->src != a->src + a->len)
 				break;
 			j++;
 		}
 		r.last = j;
-		fatal = run_op(u, op, &r, vc, flags);
+		fatal = run_op(u, op, &r, &vc, flags);
 		if (fatal) {
 			/* Everything not finished carries the error that ended the call. */
-			for (size_t k = i; k < n; k++) {
-				struct madvx_uffd_item *it = &items[order[k]];
-
-				if (it->done < it->len && !it->err)
-					it->err = fatal;
-			}
+			for (size_t k = i; k < count; k++)
+				if (items[k].done < items[k].len && !items[k].err)
+					items[k].err = fatal;
 		}
 		i = j + 1;
 	}
 	for (size_t i = 0; i < count && !ret; i++)
 		ret = items[i].err;
-out:
-	free(vc);
-	free(order);
-	free(keys);
 	return ret;
 }
 
@@ -863,24 +887,18 @@ static void decode(const struct uffd_msg *m, struct madvx_uffd_event *ev)
 #define READ_CHUNK 64
 
 /*
- * Read what the fd has now, up to @max events, without blocking: the poll
- * first keeps a blocking fd from sleeping in read() under the lock (every
- * library reader holds it, so what poll saw is still there). Returns the
- * number read, 0 when none, or -errno. Called with u->lock held.
+ * Read what the fd has now, up to @max events, without blocking (the fd is
+ * O_NONBLOCK). Returns the number read, 0 when none, or -errno. Called with
+ * u->lock held, so that queued events always come out before newer ones.
  */
 static int read_now_locked(struct madvx_uffd *u, struct madvx_uffd_event *ev, size_t max)
 {
 	struct uffd_msg msg[READ_CHUNK];
-	struct pollfd p = { .fd = u->fd, .events = POLLIN };
 	size_t want = max < READ_CHUNK ? max : READ_CHUNK;
 	long n;
-	int ret;
 
-	ret = madvx_sys_poll(&p, 1, 0);
-	if (ret <= 0)
-		return ret == -EINTR ? 0 : ret;
 	n = madvx_sys_read(u->fd, msg, want * sizeof(msg[0]));
-	if (n == -EAGAIN)
+	if (n == -EAGAIN || n == -EINTR)
 		return 0;
 	if (n < 0)
 		return (int)n;
@@ -908,29 +926,18 @@ static void evfd_reset(struct madvx_uffd *u)
 	madvx_sys_read(u->evfd, &v, sizeof(v));
 }
 
-static int queue_push_locked(struct madvx_uffd *u, const struct madvx_uffd_event *ev,
-			     size_t n)
+/* Room for @n more events? The ring is allocated once, at open: see list_op(). */
+static size_t queue_room_locked(const struct madvx_uffd *u)
 {
-	if (u->qlen + n > u->qcap) {
-		size_t cap = u->qcap ? u->qcap : 64;
-		struct madvx_uffd_event *q;
+	return QUEUE_CAP - u->qlen;
+}
 
-		while (cap < u->qlen + n)
-			cap *= 2;
-		q = malloc(cap * sizeof(*q));
-		if (!q)
-			return -ENOMEM;
-		for (size_t i = 0; i < u->qlen; i++)
-			q[i] = u->q[(u->qhead + i) % u->qcap];
-		free(u->q);
-		u->q = q;
-		u->qcap = cap;
-		u->qhead = 0;
-	}
+static void queue_push_locked(struct madvx_uffd *u, const struct madvx_uffd_event *ev,
+			      size_t n)
+{
 	for (size_t i = 0; i < n; i++)
-		u->q[(u->qhead + u->qlen + i) % u->qcap] = ev[i];
+		u->q[(u->qhead + u->qlen + i) % QUEUE_CAP] = ev[i];
 	u->qlen += n;
-	return 0;
 }
 
 static size_t queue_pop_locked(struct madvx_uffd *u, struct madvx_uffd_event *ev, size_t max)
@@ -938,9 +945,9 @@ static size_t queue_pop_locked(struct madvx_uffd *u, struct madvx_uffd_event *ev
 	size_t n = u->qlen < max ? u->qlen : max;
 
 	for (size_t i = 0; i < n; i++)
-		ev[i] = u->q[(u->qhead + i) % u->qcap];
+		ev[i] = u->q[(u->qhead + i) % QUEUE_CAP];
 	if (n) {
-		u->qhead = (u->qhead + n) % u->qcap;
+		u->qhead = (u->qhead + n) % QUEUE_CAP;
 		u->qlen -= n;
 	}
 	return n;
@@ -962,19 +969,19 @@ MADVX_API int madvx_uffd_drain(struct madvx_uffd *u, int timeout_ms)
 	}
 	pthread_mutex_lock(&u->lock);
 	for (;;) {
-		n = read_now_locked(u, ev, READ_CHUNK);
+		size_t room = queue_room_locked(u);
+
+		if (!room) {
+			/* Full: what is left stays in the kernel, nothing is lost. */
+			ret = total ? 0 : -ENOSPC;
+			break;
+		}
+		n = read_now_locked(u, ev, room < READ_CHUNK ? room : READ_CHUNK);
 		if (n <= 0) {
 			ret = n;
 			break;
 		}
-		/* Read events must reach the handler: never drop them. */
-		ret = queue_push_locked(u, ev, (size_t)n);
-		if (ret) {
-			for (int i = 0; i < n; i++)
-				if (ev[i].type == MADVX_UFFD_EVENT_FORK)
-					close(ev[i].fork.fd);
-			break;
-		}
+		queue_push_locked(u, ev, (size_t)n);
 		total += n;
 	}
 	if (u->qlen)
