@@ -85,6 +85,18 @@ enum madvx_feature {
 	MADVX_FEAT_UFFD_WP_ASYNC,
 	/* UFFDIO_CONTINUE for shmem (UFFD_FEATURE_MINOR_SHMEM, 5.14). */
 	MADVX_FEAT_UFFD_MINOR_SHMEM,
+	/*
+	 * madvise_vma_lock_success/_fallback counters in /proc/vmstat: madvise
+	 * per-VMA lock hits and mmap_lock fallbacks are countable (the
+	 * kernel/patches series; CONFIG_PER_VMA_LOCK_STATS).
+	 */
+	MADVX_FEAT_MADVISE_VMA_STATS,
+	/*
+	 * MADV_COLD/MADV_PAGEOUT take the per-VMA lock for single-VMA ranges of
+	 * the caller (kernel/patches series). Seen through the counters above,
+	 * so it needs MADVX_FEAT_MADVISE_VMA_STATS.
+	 */
+	MADVX_FEAT_PER_VMA_COLD_PAGEOUT,
 	MADVX_FEAT__COUNT
 };
 

@@ -37,6 +37,8 @@ static const char *const feature_names[MADVX_FEAT__COUNT] = {
 	[MADVX_FEAT_UFFD_WP] = "uffd_wp",
 	[MADVX_FEAT_UFFD_WP_ASYNC] = "uffd_wp_async",
 	[MADVX_FEAT_UFFD_MINOR_SHMEM] = "uffd_minor_shmem",
+	[MADVX_FEAT_MADVISE_VMA_STATS] = "madvise_vma_stats",
+	[MADVX_FEAT_PER_VMA_COLD_PAGEOUT] = "per_vma_cold_pageout",
 };
 
 #define BIT(f) (1ULL << (f))
@@ -52,6 +54,9 @@ static const uint64_t feature_dependents[MADVX_FEAT__COUNT] = {
 		BIT(MADVX_FEAT_UFFD_DEV) | BIT(MADVX_FEAT_UFFD_MOVE) |
 		BIT(MADVX_FEAT_UFFD_POISON) | BIT(MADVX_FEAT_UFFD_WP) |
 		BIT(MADVX_FEAT_UFFD_WP_ASYNC) | BIT(MADVX_FEAT_UFFD_MINOR_SHMEM),
+	/* COLD/PAGEOUT on the per-VMA path is seen through the counters. */
+	[MADVX_FEAT_PER_VMA_MADVISE] = BIT(MADVX_FEAT_PER_VMA_COLD_PAGEOUT),
+	[MADVX_FEAT_MADVISE_VMA_STATS] = BIT(MADVX_FEAT_PER_VMA_COLD_PAGEOUT),
 };
 
 /*
@@ -230,6 +235,21 @@ static bool vmstat_has(const char *key)
 	return false;
 }
 
+/* The value of "@key <n>" in /proc/vmstat, or -1 without such a line. */
+static long long vmstat_get(const char *key)
+{
+	char buf[16384];
+	size_t n = strlen(key);
+	const char *p;
+
+	if (read_small_file("/proc/vmstat", buf, sizeof(buf)) <= 0)
+		return -1;
+	for (p = buf; (p = strstr(p, key)); p += n)
+		if ((p == buf || p[-1] == '\n') && p[n] == ' ')
+			return strtoll(p + n + 1, NULL, 10);
+	return -1;
+}
+
 static bool probe_procmap_query(void)
 {
 	struct procmap_query q = { .size = sizeof(q) };
@@ -281,6 +301,33 @@ static long madv_scratch(int advice)
 	ret = madvx_sys_madvise((uintptr_t)p, madvx_page_size(), advice);
 	munmap(p, madvx_page_size());
 	return ret;
+}
+
+/*
+ * Does MADV_COLD take the per-VMA lock here (kernel/patches, patch 1)? The
+ * madvise_vma_lock_success counter tells without tracefs: a kernel that takes
+ * mmap_lock for MADV_COLD does not touch it, so COLD_PROBES single-VMA calls
+ * on a scratch page must add at least COLD_PROBES. The counter is global:
+ * other processes' per-VMA madvise calls in the same few microseconds could
+ * make up the difference, and then a COLD batch is planned per-VMA on a
+ * kernel that takes mmap_lock for it - slower, never wrong. The patch
+ * converts MADV_PAGEOUT together with MADV_COLD; one probe stands for both.
+ */
+#define COLD_PROBES 16
+static bool probe_cold_per_vma(void)
+{
+	long long before, after;
+	void *p = scratch_map(MADV_COLD);
+	bool ok = true;
+
+	if (!p)
+		return false;
+	before = vmstat_get("madvise_vma_lock_success");
+	for (int i = 0; i < COLD_PROBES && ok; i++)
+		ok = madvx_sys_madvise((uintptr_t)p, madvx_page_size(), MADV_COLD) == 0;
+	after = vmstat_get("madvise_vma_lock_success");
+	munmap(p, madvx_page_size());
+	return ok && before >= 0 && after - before >= COLD_PROBES;
 }
 
 /*
@@ -371,6 +418,13 @@ static void run_probe(void)
 	if (wanted(st, MADVX_FEAT_VMA_LOCK_STATS))
 		set_feature(st, MADVX_FEAT_VMA_LOCK_STATS,
 			    vmstat_has("vma_lock_success"));
+	if (wanted(st, MADVX_FEAT_MADVISE_VMA_STATS))
+		set_feature(st, MADVX_FEAT_MADVISE_VMA_STATS,
+			    vmstat_has("madvise_vma_lock_success"));
+	if (wanted(st, MADVX_FEAT_PER_VMA_COLD_PAGEOUT) &&
+	    (st->features & BIT(MADVX_FEAT_MADVISE_VMA_STATS)) &&
+	    (st->features & BIT(MADVX_FEAT_PER_VMA_MADVISE)))
+		set_feature(st, MADVX_FEAT_PER_VMA_COLD_PAGEOUT, probe_cold_per_vma());
 	madvx_iouring_probe(st);
 	madvx_uffd_probe(st);
 
@@ -430,12 +484,17 @@ MADVX_API int madvx_advice_list(int *out, int max)
 
 /*
  * The 7.3 table, adjusted for older kernels: before 6.17 (or with
- * per_vma_madvise disabled) the per-VMA advices took mmap_read_lock.
+ * per_vma_madvise disabled) the per-VMA advices took mmap_read_lock; and for
+ * kernels with the kernel/patches series, where MADV_COLD and MADV_PAGEOUT
+ * take the per-VMA lock too.
  */
 static enum madvx_lock advice_lock_for(const struct advice_desc *d)
 {
 	if (d->lock == MADVX_LOCK_PER_VMA && !madvx_has(MADVX_FEAT_PER_VMA_MADVISE))
 		return MADVX_LOCK_MMAP_READ;
+	if ((d->advice == MADV_COLD || d->advice == MADV_PAGEOUT) &&
+	    madvx_has(MADVX_FEAT_PER_VMA_COLD_PAGEOUT))
+		return MADVX_LOCK_PER_VMA;
 	return d->lock;
 }
 

@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: MIT
+/*
+ * COLD and PAGEOUT batches on the per-VMA fast path, measured with the
+ * kernel's mmap_lock tracepoints (tools/locktrace). On a kernel with the
+ * kernel/patches series (MADV_COLD/MADV_PAGEOUT under the per-VMA lock,
+ * madvise_vma_lock_* counters; probe feature per_vma_cold_pageout) a batch
+ * flush of 256 COLD hints over 16 VMAs, some crossing VMA boundaries, takes
+ * 0 mmap_lock acquisitions in the calling thread, and so does the same batch
+ * of PAGEOUT hints; the counters see one per-VMA lock hit per entry. On
+ * other kernels the same flushes are measured too, must take mmap_lock
+ * (which shows that the measurement is not vacuous) and the executable then
+ * exits 77 with the reason. Needs root (tracefs) and PROCMAP_QUERY.
+ */
+#include <errno.h>
+
+#include "harness.h"
+#include "internal.h"
+#include "locktrace.h"
+
+#define NVMAS 16
+#define VMA_PAGES 32
+#define NPAGES (NVMAS * VMA_PAGES)
+#define NHINTS (NPAGES / 2)
+
+static struct locktrace lt;
+static bool patched;
+
+/* "@key <n>" of /proc/vmstat, -1 if absent. */
+static long long vmstat(const char *key)
+{
+	char line[256], k[128];
+	long long v, ret = -1;
+	FILE *f = fopen("/proc/vmstat", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%127s %lld", k, &v) == 2 && !strcmp(k, key))
+			ret = v;
+	fclose(f);
+	return ret;
+}
+
+/*
+ * 16 VMAs of 32 pages (every other one read-only, so no two merge); hint i
+ * covers page 2i, and in every other VMA the hint on page 30 is 3 pages long
+ * and crosses into the next VMA: the batch has to split those.
+ */
+static uint8_t *setup(void)
+{
+	size_t pg = test_page();
+	uint8_t *p = test_map_filled(NPAGES, 1);
+
+	ck_assert_int_eq(madvise(p, NPAGES * pg, MADV_NOHUGEPAGE), 0);
+	for (size_t v = 1; v < NVMAS; v += 2)
+		ck_assert_int_eq(mprotect(p + v * VMA_PAGES * pg, VMA_PAGES * pg, PROT_READ), 0);
+	return p;
+}
+
+static void check_contents(const uint8_t *p)
+{
+	for (size_t i = 0; i < NPAGES; i++) {
+		const uint8_t *q = p + i * test_page();
+
+		ck_assert_msg(q[0] == (uint8_t)(1 + i) && q[test_page() - 1] == (uint8_t)(1 + i),
+			      "page %zu lost its contents", i);
+	}
+}
+
+static void flush_cb(void *arg)
+{
+	*(int *)((void **)arg)[1] = madvx_batch_flush(((void **)arg)[0]);
+}
+
+static void flush_and_count(int advice)
+{
+	struct madvx_batch_opts o = { .size = sizeof(o), .capacity = NHINTS };
+	struct madvx_stats st = { .size = sizeof(st) };
+	long long hits0, hits1, fb0, fb1;
+	struct locktrace_result r;
+	struct madvx_batch *b;
+	uint8_t *p = setup();
+	size_t pg = test_page();
+	int flush_ret = -1;
+	void *arg[2];
+
+	ck_assert_int_eq(madvx_batch_create(&o, &b), 0);
+	for (size_t i = 0; i < NHINTS; i++) {
+		size_t page = 2 * i, len = 1;
+
+		if (page % VMA_PAGES == VMA_PAGES - 2 && (page / VMA_PAGES) % 2 == 0)
+			len = 3;
+		ck_assert_int_eq(madvx_batch_add(b, p + page * pg, len * pg, advice), (int)i);
+	}
+	arg[0] = b;
+	arg[1] = &flush_ret;
+	hits0 = vmstat("madvise_vma_lock_success");
+	fb0 = vmstat("madvise_vma_lock_fallback");
+	ck_assert_int_eq(locktrace_measure(&lt, flush_cb, arg, &r), 0);
+	hits1 = vmstat("madvise_vma_lock_success");
+	fb1 = vmstat("madvise_vma_lock_fallback");
+	ck_assert_int_eq(flush_ret, 0);
+	ck_assert(!r.lost);
+	ck_assert_int_eq(madvx_batch_stats(b, &st), 0);
+	printf("%s batch flush (%s kernel): %llu read + %llu write mmap_lock acquisitions, "
+	       "%llu syscalls, %llu entries, %llu split; madvise_vma_lock_success +%lld, "
+	       "_fallback +%lld\n",
+	       madvx_advice_name(advice), patched ? "patched" : "unpatched",
+	       (unsigned long long)r.self.acq_read, (unsigned long long)r.self.acq_write,
+	       (unsigned long long)st.syscalls, (unsigned long long)st.vector_entries,
+	       (unsigned long long)st.split, hits0 < 0 ? -1 : hits1 - hits0,
+	       fb0 < 0 ? -1 : fb1 - fb0);
+	if (patched) {
+		ck_assert_uint_eq(r.self.acq_read, 0);
+		ck_assert_uint_eq(r.self.acq_write, 0);
+		/* Every entry the kernel saw took its VMA lock (others may add). */
+		ck_assert_int_ge(hits1 - hits0, (long long)st.vector_entries);
+	} else {
+		ck_assert_uint_ge(r.self.acq_read + r.self.acq_write, 1);
+	}
+	/* Crossing hints were split at the VMA boundaries. */
+	if (patched)
+		ck_assert_uint_ge(st.split, NVMAS / 2 - 1);
+	check_contents(p);
+	madvx_batch_free(b);
+	munmap(p, NPAGES * pg);
+}
+
+START_TEST(cold_batch_flush)
+{
+	flush_and_count(MADV_COLD);
+}
+END_TEST
+
+START_TEST(pageout_batch_flush)
+{
+	flush_and_count(MADV_PAGEOUT);
+}
+END_TEST
+
+static void warm_up(void)
+{
+	struct madvx_batch *b;
+	uint8_t *p = mmap(NULL, 2 * test_page(), PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+
+	/* Open the /proc/self/maps fd and the pidfd once, outside any measurement. */
+	if (p != MAP_FAILED && madvx_batch_create(NULL, &b) == 0) {
+		madvx_batch_add(b, p, 2 * test_page(), MADV_COLD);
+		madvx_batch_flush(b);
+		madvx_batch_free(b);
+	}
+	if (p != MAP_FAILED)
+		munmap(p, 2 * test_page());
+}
+
+int main(void)
+{
+	Suite *s = suite_create("batch_cold");
+	TCase *tc = tcase_create("mmap_lock");
+	int ret;
+
+	if (madvx_feature_supported(MADVX_FEAT_PROCMAP_QUERY) <= 0)
+		test_skip("no PROCMAP_QUERY: VMA lookups read /proc/self/maps under mmap_lock");
+	ret = locktrace_open(&lt);
+	if (ret) {
+		char why[256];
+
+		snprintf(why, sizeof(why), "locktrace unavailable: %s", lt.why);
+		test_skip(why);
+	}
+	patched = madvx_feature_supported(MADVX_FEAT_PER_VMA_COLD_PAGEOUT) > 0;
+	printf("per_vma_cold_pageout: %s; MADV_COLD plans as %s, MADV_PAGEOUT as %s\n",
+	       patched ? "yes" : "no", madvx_lock_name(madvx_advice_lock(MADV_COLD)),
+	       madvx_lock_name(madvx_advice_lock(MADV_PAGEOUT)));
+	if (patched) {
+		ck_assert_int_eq(madvx_advice_lock(MADV_COLD), MADVX_LOCK_PER_VMA);
+		ck_assert_int_eq(madvx_advice_lock(MADV_PAGEOUT), MADVX_LOCK_PER_VMA);
+	}
+	warm_up();
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, cold_batch_flush);
+	tcase_add_test(tc, pageout_batch_flush);
+	suite_add_tcase(s, tc);
+	ret = test_run_suite(s);
+	locktrace_close(&lt);
+	if (ret == EXIT_SUCCESS && !patched)
+		test_skip("kernel without per-VMA MADV_COLD/MADV_PAGEOUT (kernel/patches series, "
+			  "probe feature per_vma_cold_pageout): the flushes took mmap_lock, as expected there");
+	return ret;
+}
