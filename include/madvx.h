@@ -766,6 +766,13 @@ MADVX_API int madvx_uffd_stats(const struct madvx_uffd *uffd, struct madvx_uffd_
  * record per SQE in flight, the worker thread's stack) is allocated by
  * madvx_async_create(); submit, wait and poll never allocate.
  *
+ * Callbacks: a batch's on_error runs where the batch completes: on the
+ * worker thread (THREAD), or in whichever call reaps the last completion
+ * (IO_URING: submit, wait, poll, madvx_async_cqe(), free), under the async
+ * object's mutex; it must not call madvx_async_* on the same object.
+ * Counters: with IO_URING a batch's stats count SQEs in neither syscalls
+ * nor vector_entries (bytes, failed and errors are counted as usual).
+ *
  * Thread-safety: calls on one async object may come from any threads; they
  * are serialised by a mutex (with the io_uring backend a blocking wait holds
  * it while it sleeps in io_uring_enter, so other calls wait too).
