@@ -92,7 +92,7 @@ static void plot(const struct bench_opts *o, const double *med, size_t mib)
 		unlink(dat);
 		return;
 	}
-	fprintf(g, "set terminal png size 900,560\nset output '%s'\n"
+	fprintf(g, "set terminal png size 900,560 noenhanced\nset output '%s'\n"
 		"set title 'MADV_DONTNEED, every other 4 KiB page of %zu MiB'\n"
 		"set logscale x 2\nset xlabel 'process_madvise vector size (entries)'\n"
 		"set ylabel 'ns per page (median)'\nset yrange [0:*]\nset key top right\n"
