@@ -428,6 +428,16 @@ struct madvx_uffd;
 #define MADVX_UFFD_USER_MODE_ONLY	(1U << 1)	/* always UFFD_USER_MODE_ONLY (5.11) */
 #define MADVX_UFFD_KERNEL_FAULTS	(1U << 2)	/* never settle for USER_MODE_ONLY */
 
+/*
+ * Feature bits newer than the <linux/userfaultfd.h> of many distributions
+ * (Debian 12 ships 6.1's), with the kernel's values, so callers can ask for
+ * them without a newer header.
+ */
+#define MADVX_UFFD_FEATURE_WP_UNPOPULATED	(1ULL << 13)	/* 6.4 */
+#define MADVX_UFFD_FEATURE_POISON		(1ULL << 14)	/* 6.6 */
+#define MADVX_UFFD_FEATURE_WP_ASYNC		(1ULL << 15)	/* 6.7 */
+#define MADVX_UFFD_FEATURE_MOVE			(1ULL << 16)	/* 6.8 */
+
 struct madvx_uffd_opts {
 	size_t size;			/* sizeof(struct madvx_uffd_opts) */
 	uint64_t features;		/* UFFD_FEATURE_* required: open fails without them */

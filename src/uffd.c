@@ -23,6 +23,12 @@
 
 #define FEAT(f) (1ULL << (f))
 
+_Static_assert(MADVX_UFFD_FEATURE_MOVE == UFFD_FEATURE_MOVE &&
+	       MADVX_UFFD_FEATURE_POISON == UFFD_FEATURE_POISON &&
+	       MADVX_UFFD_FEATURE_WP_ASYNC == UFFD_FEATURE_WP_ASYNC &&
+	       MADVX_UFFD_FEATURE_WP_UNPOPULATED == UFFD_FEATURE_WP_UNPOPULATED,
+	       "MADVX_UFFD_FEATURE_* are the kernel's values");
+
 /*
  * A userfaultfd as an unprivileged caller gets one: plain first, then
  * UFFD_USER_MODE_ONLY (enough for faults from user space, which is all a GC
