@@ -474,23 +474,19 @@ static void parse_line(struct parse *p, const char *line)
 	}
 }
 
-int locktrace_measure(struct locktrace *lt, void (*fn)(void *), void *arg,
-		      struct locktrace_result *out)
+/* One measurement; @p is zeroed scratch, @tids a buffer for the thread list. */
+static int measure(struct locktrace *lt, void (*fn)(void *), void *arg,
+		   struct locktrace_result *out, struct parse *p, char *tids, size_t tids_len)
 {
-	static struct parse p;	/* big; one measurement at a time per process is the norm */
-	char tids[4096], *line, *nl;
+	char *line, *nl;
 	uint64_t t0, t1;
 	struct timespec ts;
 	size_t len;
 	int ret;
 
-	memset(out, 0, sizeof(*out));
-	if (lt->inst_fd < 0)
-		return -EBADF;
-	memset(&p, 0, sizeof(p));
-	p.self = (pid_t)syscall(SYS_gettid);
-	p.out = out;
-	list_tids(tids, sizeof(tids), p.self);
+	p->self = (pid_t)syscall(SYS_gettid);
+	p->out = out;
+	list_tids(tids, tids_len, p->self);
 	/* Rewriting set_event_pid waits for RCU: only when the threads changed. */
 	if (strcmp(tids, lt->pids)) {
 		ret = write_at(lt->inst_fd, "set_event_pid", tids, O_TRUNC);
@@ -513,25 +509,43 @@ int locktrace_measure(struct locktrace *lt, void (*fn)(void *), void *arg,
 	ret = read_pipe(lt, true, &len);
 	if (ret)
 		return ret;
-	p.t0 = t0 / 1000;
-	p.t1 = t1 / 1000;
+	p->t0 = t0 / 1000;
+	p->t1 = t1 / 1000;
 	for (line = lt->buf; line && *line; line = nl ? nl + 1 : NULL) {
 		nl = strchr(line, '\n');
 		if (nl)
 			*nl = 0;
 		if (strstr(line, " EVENTS]") && strstr(line, "[LOST "))
 			out->lost = true;
-		parse_line(&p, line);
+		parse_line(p, line);
 	}
 	/* Still held, or still waiting, when the trace ends. */
-	for (int i = 0; i < p.nthr; i++) {
-		struct thr *t = &p.thr[i];
-		struct locktrace_counts *c = t->tid == p.self ? &out->self : &out->others;
+	for (int i = 0; i < p->nthr; i++) {
+		struct thr *t = &p->thr[i];
+		struct locktrace_counts *c = t->tid == p->self ? &out->self : &out->others;
 
 		if (t->depth)
-			c->held_ns += clip_ns(&p, t->acq_us, p.t1);
+			c->held_ns += clip_ns(p, t->acq_us, p->t1);
 		if (t->waiting)
-			c->wait_ns += clip_ns(&p, t->start_us, p.t1);
+			c->wait_ns += clip_ns(p, t->start_us, p->t1);
 	}
 	return 0;
+}
+
+int locktrace_measure(struct locktrace *lt, void (*fn)(void *), void *arg,
+		      struct locktrace_result *out)
+{
+	struct parse *pp;
+	char tids[4096];
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	if (lt->inst_fd < 0)
+		return -EBADF;
+	pp = calloc(1, sizeof(*pp));	/* 8 KiB of thread state: not on the stack */
+	if (!pp)
+		return -ENOMEM;
+	ret = measure(lt, fn, arg, out, pp, tids, sizeof(tids));
+	free(pp);
+	return ret;
 }
