@@ -102,11 +102,11 @@ prepare_patched_tree()
 	local want have p n=0
 	SRC_PATCHED="$(dirname "$SRC_PRISTINE")/patched"
 	want=$(series_hash)
-	if [[ -f $SRC_PATCHED/.git/madvx-series && $(cat "$SRC_PATCHED/.git/madvx-series") = "$want" ]] &&
+	if [[ -f $SRC_PATCHED/.git/info/madvx-series && $(cat "$SRC_PATCHED/.git/info/madvx-series") = "$want" ]] &&
 		git -C "$SRC_PATCHED" diff --quiet HEAD 2>/dev/null; then
 		return
 	fi
-	if [[ ! -f $SRC_PATCHED/.git/madvx-base ]]; then
+	if [[ ! -f $SRC_PATCHED/.git/info/madvx-base-commit ]]; then
 		log "patch: creating git tree $SRC_PATCHED from the pristine tree (once)"
 		rm -rf "$SRC_PATCHED"
 		cp -a --reflink=auto "$SRC_PRISTINE" "$SRC_PATCHED"
@@ -120,9 +120,9 @@ prepare_patched_tree()
 			git commit -q -m "base: $MADVX_KERNEL_PACKAGE $DEBVER (pristine)"
 			git tag -f madvx-base >/dev/null
 		)
-		git -C "$SRC_PATCHED" rev-parse HEAD >"$SRC_PATCHED/.git/madvx-base"
+		git -C "$SRC_PATCHED" rev-parse HEAD >"$SRC_PATCHED/.git/info/madvx-base-commit"
 	fi
-	rm -f "$SRC_PATCHED/.git/madvx-series"
+	rm -f "$SRC_PATCHED/.git/info/madvx-series"
 	git -C "$SRC_PATCHED" am --abort >/dev/null 2>&1 || true
 	git -C "$SRC_PATCHED" checkout -q -f -B madvx madvx-base
 	git -C "$SRC_PATCHED" clean -q -f -d
@@ -135,7 +135,7 @@ prepare_patched_tree()
 		fi
 		log "patch: applied $(basename "$p")"
 	done
-	echo "$want" >"$SRC_PATCHED/.git/madvx-series"
+	echo "$want" >"$SRC_PATCHED/.git/info/madvx-series"
 }
 
 # Fail loudly unless every CONFIG_x=y/value of the fragments made it into

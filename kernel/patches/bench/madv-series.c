@@ -11,6 +11,8 @@
  *                                          entry spanning two VMAs
  *   madv-series counters                   1,000 single-VMA + 1,000 two-VMA
  *                                          MADV_DONTNEED calls
+ *   madv-series uffd    [pages] [writers]  touch pages of a userfaultfd (MISSING)
+ *                                          region, resolved by UFFDIO_COPY
  *   madv-series all [calls] [writers]      all four (vector: 200 calls, 4 writers)
  *
  * "writers" threads mmap()/munmap() their own 64 KiB VMAs meanwhile.
@@ -29,6 +31,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -63,6 +68,8 @@ static const char *const vmstat_keys[] = {
 
 static atomic_bool stop;
 static atomic_ulong writer_iters;
+static bool writer_touch = true;
+static int uffd = -1;
 
 static void die(const char *what)
 {
@@ -190,11 +197,58 @@ static void *writer(void *arg)
 
 		if (p == MAP_FAILED)
 			die("writer mmap");
-		p[0] = 1;
+		if (writer_touch)
+			p[0] = 1;
 		munmap(p, 16 * PG);
 		atomic_fetch_add_explicit(&writer_iters, 1, memory_order_relaxed);
 	}
 	return NULL;
+}
+
+/* Resolve every missing fault of the region with UFFDIO_COPY. */
+static void *uffd_handler(void *arg)
+{
+	static char src[PG] __attribute__((aligned(4096)));
+
+	(void)arg;
+	memset(src, 0x5a, sizeof(src));
+	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+		struct pollfd pfd = { .fd = uffd, .events = POLLIN };
+		struct uffd_msg msg;
+		struct uffdio_copy copy;
+
+		if (poll(&pfd, 1, 100) <= 0)
+			continue;
+		if (read(uffd, &msg, sizeof(msg)) != sizeof(msg))
+			continue;
+		if (msg.event != UFFD_EVENT_PAGEFAULT)
+			continue;
+		copy = (struct uffdio_copy){
+			.dst = msg.arg.pagefault.address & ~(PG - 1),
+			.src = (unsigned long)src,
+			.len = PG,
+		};
+		if (ioctl(uffd, UFFDIO_COPY, &copy) && errno != EEXIST)
+			die("UFFDIO_COPY");
+	}
+	return NULL;
+}
+
+static void uffd_setup(char *p, size_t len, pthread_t *handler)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg = {
+		.range = { .start = (unsigned long)p, .len = len },
+		.mode = UFFDIO_REGISTER_MODE_MISSING,
+	};
+
+	uffd = syscall(__NR_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (uffd < 0)
+		die("userfaultfd");
+	if (ioctl(uffd, UFFDIO_API, &api) || ioctl(uffd, UFFDIO_REGISTER, &reg))
+		die("UFFDIO_API/REGISTER");
+	if (pthread_create(handler, NULL, uffd_handler, NULL))
+		die("pthread_create");
 }
 
 static double now(void)
@@ -214,12 +268,14 @@ static void touch(char *p, size_t len)
 /* "all": each workload in a child process, one after the other. */
 static int run_all(const char *self, const char *calls, const char *writers)
 {
-	static const char *const modes[] = { "counters", "cold", "pageout", "vector" };
+	static const char *const modes[] = { "counters", "cold", "pageout", "vector", "uffd" };
 	int rc = 0;
 
 	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
-		const char *w = !strcmp(modes[i], "vector") ? "4" : writers;
-		const char *c = !strcmp(modes[i], "vector") ? "200" : calls;
+		bool fixed = !strcmp(modes[i], "vector") || !strcmp(modes[i], "uffd");
+		const char *w = fixed ? "4" : writers;
+		const char *c = !strcmp(modes[i], "vector") ? "200" :
+				!strcmp(modes[i], "uffd") ? "4096" : calls;
 		int status;
 		pid_t pid;
 
@@ -246,6 +302,7 @@ int main(int argc, char **argv)
 	pthread_t *tids = calloc(nwriters ? nwriters : 1, sizeof(*tids));
 	struct iovec *iov = NULL;
 	struct lockcount lc;
+	pthread_t uffd_thread;
 	double t_calls = 0, t0;
 	long errors = 0;
 	size_t len = 0;
@@ -263,6 +320,11 @@ int main(int argc, char **argv)
 		len = (NVEC + 1) * PG;
 		if (calls == 10000)
 			calls = 200;
+	} else if (!strcmp(mode, "uffd")) {
+		if (calls == 10000)
+			calls = 4096;
+		len = calls * PG;
+		writer_touch = false;	/* their faults would retry too */
 	} else if (!strcmp(mode, "counters")) {
 		len = 2 * PG;
 		calls = 1000;
@@ -275,7 +337,10 @@ int main(int argc, char **argv)
 	if (p == MAP_FAILED)
 		die("mmap");
 	madvise(p, len, MADV_NOHUGEPAGE);
-	touch(p, len);
+	if (!strcmp(mode, "uffd"))
+		uffd_setup(p, len, &uffd_thread);
+	else
+		touch(p, len);
 	if (!strcmp(mode, "vector") || !strcmp(mode, "counters")) {
 		for (size_t i = 1; i < len / PG; i += 2)
 			if (mprotect(p + i * PG, PG, PROT_READ))
@@ -303,7 +368,9 @@ int main(int argc, char **argv)
 			touch(p, len);
 		w0 = atomic_load(&writer_iters);
 		t0 = now();
-		if (!strcmp(mode, "cold"))
+		if (!strcmp(mode, "uffd"))
+			p[i * PG] = 1;	/* a missing fault, resolved by the handler */
+		else if (!strcmp(mode, "cold"))
 			ret = madvise(p, len, MADV_COLD);
 		else if (!strcmp(mode, "pageout"))
 			ret = madvise(p, len, MADV_PAGEOUT);
@@ -329,6 +396,8 @@ int main(int argc, char **argv)
 	atomic_store(&stop, true);
 	for (int i = 0; i < nwriters; i++)
 		pthread_join(tids[i], NULL);
+	if (uffd >= 0)
+		pthread_join(uffd_thread, NULL);
 
 	printf("mode=%s calls=%ld writers=%d errors=%ld\n", mode, calls, nwriters, errors);
 	printf("advisor_mmap_lock_read=%ld\nadvisor_mmap_lock_write=%ld\ntrace_lost=%ld\n",
