@@ -14,4 +14,6 @@ BENCH_SCENARIO(p1, "65536 adjacent 4 KiB DONTNEED hints over a touched 256 MiB m
 BENCH_SCENARIO(p2, "every other 4 KiB page of 256 MiB: process_madvise vector size sweep")
 BENCH_SCENARIO(p3, "1024 hints over many VMAs with a background mmap/munmap thread: mmap_lock")
 BENCH_SCENARIO(p4, "1024 scattered 4 KiB DONTNEED hints released asynchronously: caller and total CPU")
+BENCH_SCENARIO(p5, "fill 256 MiB of uffd-registered memory: COPY/MOVE per 4 KiB, coalesced move list, one MOVE")
+BENCH_SCENARIO(p5_fault, "userfaultfd fault round trip (fault -> handler -> COPY) p50/p99, 1 and 2 mutators")
 BENCH_SCENARIO(p7, "library cost per hint (add + plan), no kernel work")
