@@ -21,6 +21,11 @@
  * 1024 entries evicts its data; the paired wall difference includes that
  * too, plus any extra kernel work it causes.
  * Also: add alone, and hints added in random order (the radix sort runs).
+ *
+ * Scaling with VMAs: the same N hints made adjacent (one merged run) over a
+ * mapping of 1 VMA and of 512 VMAs (MADV_DONTFORK on every other piece):
+ * planning cuts the run into one entry per VMA, and crediting each entry
+ * should only visit the hints it covers; ns per hint should barely change.
  */
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -79,6 +84,52 @@ static uint64_t run(struct p7 *s, int v)
 		return bench_now_ns() - t0;
 	}
 	return 0;
+}
+
+/* add + flush of @n adjacent page hints over [p, ...), best of @reps, ns per hint. */
+static double adjacent_run(struct madvx_batch *b, char *p, size_t n, unsigned int reps)
+{
+	double best = 0;
+
+	for (unsigned int r = 0; r < reps; r++) {
+		uint64_t t0 = bench_now_ns();
+		double ns;
+
+		for (size_t i = 0; i < n; i++)
+			madvx_batch_add(b, p + i * PAGE, PAGE, MADV_DONTNEED);
+		if (madvx_batch_flush(b))
+			return -1;
+		ns = (double)(bench_now_ns() - t0) / (double)n;
+		if (!r || ns < best)
+			best = ns;
+	}
+	return best;
+}
+
+static void vma_scaling(const struct bench_opts *o, struct madvx_batch *b, size_t n)
+{
+	static const unsigned int nvmas[] = { 1, 512 };
+	double ns[2];
+
+	for (int i = 0; i < 2; i++) {
+		char *p = mmap(NULL, n * PAGE, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		char name[40];
+
+		if (p == MAP_FAILED)
+			return;
+		ns[i] = -1;
+		if (nvmas[i] == 1 || !bench_split_vmas(p, n * PAGE, nvmas[i]))
+			ns[i] = adjacent_run(b, p, n, o->quick ? 2 : 5);
+		munmap(p, n * PAGE);
+		snprintf(name, sizeof(name), "adjacent_run_%u_vmas", nvmas[i]);
+		if (ns[i] < 0)
+			bench_report_na(o, "p7", name, "ns_per_hint", "setup or flush failed");
+		else
+			bench_report(o, "p7", name, "ns_per_hint", ns[i], "ns");
+	}
+	if (ns[0] > 0 && ns[1] > 0)
+		bench_report(o, "p7", "adjacent_run_512_vmas", "ratio_vs_1_vma", ns[1] / ns[0], "x");
 }
 
 int bench_p7(const struct bench_opts *o)
@@ -172,6 +223,7 @@ int bench_p7(const struct bench_opts *o)
 	}
 	bench_target(o, "p7", "library ns per hint, paired wall difference (sorted adds)",
 		     lib, 20, false);
+	vma_scaling(o, s.b, s.n);
 	ret = 0;
 out:
 	for (int v = 0; v < NV; v++)
