@@ -1036,7 +1036,8 @@ MADVX_API int madvx_uffd_read_events(struct madvx_uffd *u, struct madvx_uffd_eve
 		pthread_mutex_unlock(&u->lock);
 		if (n)
 			return n;
-		if (!timeout_ms)
+		/* The reset may have eaten a stop's wakeup: stop sets the flag first. */
+		if (!timeout_ms || atomic_load(&u->stop))
 			return 0;
 		if (timeout_ms > 0) {
 			uint64_t t = now_ns();

@@ -94,7 +94,17 @@ START_TEST(open_reports_missing_features)
 	ck_assert_int_eq(madvx_uffd_open(NULL, NULL), -EINVAL);
 	madvx_uffd_free(NULL);
 
+	o = (struct madvx_uffd_opts){ .size = sizeof(o),
+		.flags = MADVX_UFFD_USER_MODE_ONLY | MADVX_UFFD_KERNEL_FAULTS };
+	ck_assert_int_eq(madvx_uffd_open(&o, &u), -EINVAL);
+	o.flags = MADVX_UFFD_USER_MODE_ONLY;
+	ck_assert_int_eq(madvx_uffd_open(&o, &u), 0);
+	ck_assert_int_eq(madvx_uffd_user_mode_only(u), 1);
+	madvx_uffd_free(u);
+
 	ck_assert_int_eq(madvx_uffd_open(NULL, &u), 0);
+	if (geteuid() == 0)	/* CAP_SYS_PTRACE: the full userfaultfd */
+		ck_assert_int_eq(madvx_uffd_user_mode_only(u), 0);
 	ck_assert_int_ge(madvx_uffd_fd(u), 0);
 	ck_assert_int_ge(madvx_uffd_poll_fd(u), 0);
 	ck_assert_uint_eq(madvx_uffd_features(u), 0);
