@@ -103,7 +103,7 @@ judge()
 {
 	local dir=$1 expected=$2
 	shift 2
-	local labels=("$@") l t v ref bad=0 npass=0 nfail=0 nskip=0 w=28
+	local labels=("$@") l t v rc secs ref bad=0 npass=0 nfail=0 nskip=0 w=28 rv
 	local -A R
 	for l in "${labels[@]}"; do
 		while read -r t v rc secs; do
@@ -145,7 +145,7 @@ judge()
 				esac
 				if [[ $t = ksft/* && ${#labels[@]} -gt 1 && $l != "$ref" ]]; then
 					# kselftests: a regression against the base fails.
-					local rv=${R[$ref/$t]:-MISSING}
+					rv=${R[$ref/$t]:-MISSING}
 					rv=${rv%% *}
 					if [[ $rv = PASS ]]; then
 						echo "FAIL: $t passes on $ref but is $v on $l"
@@ -179,7 +179,8 @@ judge()
 		else
 			echo "RESULT: PASS (logs: $dir)"
 		fi
-	} | tee -a "$dir/summary.txt"
+	} >"$dir/verdict.txt"
+	cat "$dir/verdict.txt" | tee -a "$dir/summary.txt"
 	return $bad
 }
 
