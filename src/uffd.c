@@ -640,6 +640,7 @@ static int run_op(struct madvx_uffd *u, enum uffd_op op, struct run *r,
 			return (int)n;
 		}
 		pos += run_fail(r, (int)n);
+		seg_end = pos;	/* bounds are looked up again for the next item */
 	}
 	return 0;
 }
