@@ -173,12 +173,13 @@ judge()
 				bad=1
 			fi
 		done
-		echo "kernel: $npass passed, $nfail failed, $nskip skipped"
 		if ((bad)); then
 			echo "RESULT: FAIL (logs: $dir)"
 		else
 			echo "RESULT: PASS (logs: $dir)"
 		fi
+		# Last line: the plain "N passed, N failed" that CI reads.
+		echo "kernel: $npass passed, $nfail failed, $nskip skipped"
 	} >"$dir/verdict.txt"
 	cat "$dir/verdict.txt" | tee -a "$dir/summary.txt"
 	return $bad
