@@ -106,12 +106,19 @@ prepare_patched_tree()
 		git -C "$SRC_PATCHED" diff --quiet HEAD 2>/dev/null; then
 		return
 	fi
+	# A tree whose base commit cannot be read (interrupted creation) is
+	# made anew.
+	if [[ -f $SRC_PATCHED/.git/info/madvx-base-commit ]] &&
+		! git -C "$SRC_PATCHED" cat-file -e 'madvx-base^{tree}' 2>/dev/null; then
+		log "patch: $SRC_PATCHED is damaged; recreating it"
+		rm -f "$SRC_PATCHED/.git/info/madvx-base-commit"
+	fi
 	if [[ ! -f $SRC_PATCHED/.git/info/madvx-base-commit ]]; then
 		log "patch: creating git tree $SRC_PATCHED from the pristine tree (once)"
-		rm -rf "$SRC_PATCHED"
-		cp -a --reflink=auto "$SRC_PRISTINE" "$SRC_PATCHED"
+		rm -rf "$SRC_PATCHED" "$SRC_PATCHED.tmp"
+		cp -a --reflink=auto "$SRC_PRISTINE" "$SRC_PATCHED.tmp"
 		(
-			cd "$SRC_PATCHED"
+			cd "$SRC_PATCHED.tmp"
 			git init -q
 			git config user.name "madvx kernel/run"
 			git config user.email "madvx@invalid"
@@ -119,11 +126,14 @@ prepare_patched_tree()
 			git add -A -f .
 			git commit -q -m "base: $MADVX_KERNEL_PACKAGE $DEBVER (pristine)"
 			git tag -f madvx-base >/dev/null
+			mkdir -p .git/info
+			git rev-parse HEAD >.git/info/madvx-base-commit
 		)
-		git -C "$SRC_PATCHED" rev-parse HEAD >"$SRC_PATCHED/.git/info/madvx-base-commit"
+		mv "$SRC_PATCHED.tmp" "$SRC_PATCHED"
 	fi
 	rm -f "$SRC_PATCHED/.git/info/madvx-series"
 	git -C "$SRC_PATCHED" am --abort >/dev/null 2>&1 || true
+	rm -rf "$SRC_PATCHED/.git/rebase-apply"
 	git -C "$SRC_PATCHED" checkout -q -f -B madvx madvx-base
 	git -C "$SRC_PATCHED" clean -q -f -d
 	for p in $(series_files); do
