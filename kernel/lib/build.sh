@@ -102,7 +102,10 @@ prepare_patched_tree()
 	local want have p n=0
 	SRC_PATCHED="$(dirname "$SRC_PRISTINE")/patched"
 	want=$(series_hash)
-	if [[ -f $SRC_PATCHED/.git/info/madvx-series && $(cat "$SRC_PATCHED/.git/info/madvx-series") = "$want" ]] &&
+	# Reuse the tree as it is only if it still is exactly base + this
+	# series: same series hash, HEAD at the commit we made, nothing edited.
+	if [[ -f $SRC_PATCHED/.git/info/madvx-series &&
+		$(cat "$SRC_PATCHED/.git/info/madvx-series") = "$want $(git -C "$SRC_PATCHED" rev-parse HEAD 2>/dev/null)" ]] &&
 		git -C "$SRC_PATCHED" diff --quiet HEAD 2>/dev/null; then
 		return
 	fi
@@ -145,7 +148,7 @@ prepare_patched_tree()
 		fi
 		log "patch: applied $(basename "$p")"
 	done
-	echo "$want" >"$SRC_PATCHED/.git/info/madvx-series"
+	echo "$want $(git -C "$SRC_PATCHED" rev-parse HEAD)" >"$SRC_PATCHED/.git/info/madvx-series"
 }
 
 # Fail loudly unless every CONFIG_x=y/value of the fragments made it into
