@@ -683,6 +683,52 @@ START_TEST(caller_owned_ring)
 	munmap(p, 300 * pg);
 }
 END_TEST
+
+/*
+ * More records in flight than the caller's CQ holds: CQEs overflow into the
+ * kernel's backlog, and submits may answer -EBUSY until we reap; every hint
+ * must still be credited exactly once.
+ */
+static void on_none(void *ctx, uint64_t ud, int32_t res, uint32_t flags)
+{
+	ck_abort_msg("unexpected foreign CQE %llu", (unsigned long long)ud);
+}
+
+START_TEST(caller_ring_cq_overflow)
+{
+	size_t pg = test_page();
+	uint8_t *p = test_map_filled(1200, 9);
+	struct io_uring ring;
+	struct madvx_async_opts o = {
+		.size = sizeof(o), .ring = &ring, .queue_depth = 512, .on_cqe = on_none,
+	};
+	const struct madvx_hint *r;
+	struct madvx_async *as;
+	struct madvx_batch *b;
+	uint32_t n;
+	uint64_t t;
+
+	if (!io_uring_ok())
+		return;
+	ck_assert_int_eq(io_uring_queue_init(2, &ring, 0), 0);
+	ck_assert_int_eq(madvx_async_create(&o, &as), 0);
+	ck_assert_int_eq(madvx_batch_create(NULL, &b), 0);
+	for (int i = 0; i < 1200; i += 2)
+		ck_assert_int_ge(madvx_batch_add(b, p + i * pg, pg, MADV_DONTNEED), 0);
+	ck_assert_int_eq(madvx_async_submit(as, b, &t), 0);
+	ck_assert_int_eq(madvx_async_wait(as, t), 0);
+	r = madvx_batch_results(b, &n);
+	ck_assert_uint_eq(n, 600);
+	for (uint32_t i = 0; i < n; i++)
+		ck_assert_uint_eq(r[i].done, pg);
+	for (int i = 0; i < 1200; i++)
+		ck_assert_int_eq(test_resident(p + i * pg), i % 2);
+	madvx_batch_free(b);
+	madvx_async_free(as);
+	io_uring_queue_exit(&ring);
+	munmap(p, 1200 * pg);
+}
+END_TEST
 #endif
 
 /* ---- lengths of 4 GiB and more through io_uring ---- */
@@ -754,6 +800,7 @@ int main(void)
 	tcase_add_test(api, env_override);
 #ifdef MADVX_HAVE_LIBURING
 	tcase_add_test(api, caller_owned_ring);
+	tcase_add_test(api, caller_ring_cq_overflow);
 #endif
 	tcase_add_test(api, io_uring_64bit_lengths);
 	suite_add_tcase(s, api);
