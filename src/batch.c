@@ -25,12 +25,24 @@
 #define MAX_RETRIES 3		/* EINTR / EAGAIN per entry */
 #define PLAN_CHUNK 1024		/* entries planned before they are issued */
 
+/*
+ * One hint, with its result: the only per-hint record the add, plan and
+ * credit paths touch (struct madvx_hint is built from it on demand).
+ */
 struct hint_int {
 	uint64_t start;
 	uint64_t end;		/* start + len rounded up to pages */
+	uint64_t len;		/* as added */
+	uint64_t done;
+	int32_t err;
 	uint32_t epoch;
-	int32_t adv_idx;
+	int32_t advice;
+	int16_t adv_idx;
+	uint16_t flags;		/* HINT_* */
 };
+
+/* On an epoch's first hint: its hints were not added in plan order. */
+#define HINT_EPOCH_UNSORTED (1U << 0)
 
 struct sort_item {
 	uint64_t key;
@@ -42,7 +54,10 @@ struct madvx_batch {
 	uint32_t capacity;
 	uint32_t flags;
 	uint32_t count;		/* hints queued */
-	uint32_t nresults;	/* hints of the last flush, in res[] */
+	uint32_t nresults;	/* hints of the last flush (still in hints[]) */
+	bool results_built;	/* res[] holds them */
+	bool use_sorted;	/* current epoch: positions go through sorted[] */
+	uint32_t flush_failed;	/* hints that failed in this flush */
 	bool owns_storage;
 	size_t storage_size;
 	madvx_error_fn on_error;
@@ -54,6 +69,7 @@ struct madvx_batch {
 	uint32_t epoch_start;
 	uint64_t epoch_advices;	/* bit per adv_idx */
 	uint64_t epoch_lo, epoch_hi;
+	uint64_t epoch_last_key;	/* to notice adds out of plan order */
 
 	/* Set while an async backend flushes: planned groups go to it. */
 	madvx_issue_fn issue;
@@ -70,6 +86,16 @@ struct madvx_batch {
 	struct madvx_entry entries[PLAN_CHUNK];
 	struct iovec iov[MADVX_MAX_VEC];
 };
+
+/*
+ * Planning works on positions: within an epoch, position k is hint k when
+ * the hints were added in plan order (the common case: one advice, rising
+ * addresses), else hint sorted[k].idx. Entries remember which.
+ */
+static inline uint32_t pos_hint(const struct madvx_batch *b, bool via_sorted, uint32_t k)
+{
+	return via_sorted ? b->sorted[k].idx : k;
+}
 
 /* ---- process-wide state ---- */
 
@@ -131,6 +157,17 @@ static bool opts_tail_zero(const struct madvx_batch_opts *o)
 /* 0: per-VMA fast path, 1: mmap_read_lock, 2: mmap_write_lock; per advice index. */
 static uint8_t lock_classes[64];
 static pthread_once_t lock_classes_once = PTHREAD_ONCE_INIT;
+
+/*
+ * key = lock class (2 bits) | advice index (5 bits) | page frame (45 bits,
+ * enough for 57-bit address spaces): sorted, entries come grouped by class
+ * (fast path first), then advice, then address.
+ */
+static inline uint64_t sort_key(const struct hint_int *h)
+{
+	return ((uint64_t)lock_classes[h->adv_idx] << 50) |
+	       ((uint64_t)h->adv_idx << 45) | ((h->start >> 12) & ((1ULL << 45) - 1));
+}
 
 static void init_lock_classes(void)
 {
@@ -228,6 +265,10 @@ static void assign_epoch(struct madvx_batch *b, struct hint_int *h)
 	uint64_t bit = 1ULL << h->adv_idx;
 	bool cut = false;
 
+	if (b->count == b->epoch_start) {
+		b->epoch_last_key = 0;
+		h->flags = 0;
+	}
 	if (h->start == h->end) {
 		h->epoch = b->epoch;
 		return;
@@ -239,6 +280,8 @@ static void assign_epoch(struct madvx_batch *b, struct hint_int *h)
 		b->epoch++;
 		b->epoch_start = b->count;
 		b->epoch_advices = 0;
+		b->epoch_last_key = 0;
+		h->flags = 0;
 	}
 	if (!b->epoch_advices || h->start < b->epoch_lo)
 		b->epoch_lo = h->start;
@@ -246,6 +289,16 @@ static void assign_epoch(struct madvx_batch *b, struct hint_int *h)
 		b->epoch_hi = h->end;
 	b->epoch_advices |= bit;
 	h->epoch = b->epoch;
+}
+
+/* Remember when an epoch's hints stop arriving in plan order (one compare per add). */
+static inline void track_order(struct madvx_batch *b, const struct hint_int *h)
+{
+	uint64_t key = sort_key(h);
+
+	if (key < b->epoch_last_key)
+		b->hints[b->epoch_start].flags |= HINT_EPOCH_UNSORTED;
+	b->epoch_last_key = key;
 }
 
 /* madvise(2)'s argument checks (mm/madvise.c madvise_should_skip()). */
@@ -286,11 +339,13 @@ MADVX_API int madvx_batch_add(struct madvx_batch *b, void *addr, size_t len, int
 	h = &b->hints[b->count];
 	h->start = start;
 	h->end = start + align_up(len, madvx_page_size());
-	h->adv_idx = adv_idx;
+	h->len = len;
+	h->done = 0;
+	h->err = 0;
+	h->advice = advice;
+	h->adv_idx = (int16_t)adv_idx;
 	assign_epoch(b, h);
-	b->res[b->count] = (struct madvx_hint){
-		.addr = start, .len = len, .advice = advice,
-	};
+	track_order(b, h);
 	b->st.hints++;
 	return (int)b->count++;
 }
@@ -302,16 +357,6 @@ MADVX_API uint32_t madvx_batch_pending(const struct madvx_batch *b)
 
 /* ---- sorting without malloc: LSD radix sort, skipped when already sorted ---- */
 
-/*
- * key = lock class (2 bits) | advice index (5 bits) | page frame (45 bits,
- * enough for 57-bit address spaces): sorted, entries come grouped by class
- * (fast path first), then advice, then address.
- */
-static uint64_t sort_key(const struct hint_int *h, int lock_class)
-{
-	return ((uint64_t)lock_class << 50) | ((uint64_t)h->adv_idx << 45) |
-	       ((h->start >> 12) & ((1ULL << 45) - 1));
-}
 
 #define RADIX_BITS 11
 #define RADIX_PASSES 5		/* 55 bits >= 52 */
@@ -339,33 +384,33 @@ static void radix_sort(struct sort_item *a, struct sort_item *tmp, uint32_t n)
 	}
 }
 
+/* Order the epoch [from, to) for planning; nothing to do when added in order. */
 static void sort_epoch(struct madvx_batch *b, uint32_t from, uint32_t to)
 {
 	struct sort_item *s = b->sorted + from;
 	uint32_t n = to - from;
-	bool sorted = true;
 
+	b->use_sorted = b->hints[from].flags & HINT_EPOCH_UNSORTED;
+	if (!b->use_sorted)
+		return;
 	for (uint32_t i = 0; i < n; i++) {
-		const struct hint_int *h = &b->hints[from + i];
-
 		s[i].idx = from + i;
-		s[i].key = sort_key(h, lock_classes[h->adv_idx]);
-		if (i && s[i].key < s[i - 1].key)
-			sorted = false;
+		s[i].key = sort_key(&b->hints[from + i]);
 	}
-	if (!sorted)
-		radix_sort(s, b->scratch, n);
+	radix_sort(s, b->scratch, n);
 }
 
 /* ---- crediting results to hints ---- */
 
 static void credit_hint(struct madvx_batch *b, uint32_t idx, uint64_t done, int err)
 {
-	struct madvx_hint *r = &b->res[idx];
+	struct hint_int *h = &b->hints[idx];
 
-	r->done += done;
-	if (err && !r->err)
-		r->err = err;
+	h->done += done;
+	if (unlikely(err) && !h->err) {
+		h->err = err;
+		b->flush_failed++;
+	}
 }
 
 static uint64_t overlap(uint64_t a0, uint64_t a1, uint64_t b0, uint64_t b1)
@@ -375,12 +420,12 @@ static uint64_t overlap(uint64_t a0, uint64_t a1, uint64_t b0, uint64_t b1)
 	return hi > lo ? hi - lo : 0;
 }
 
-/* Credit [start, start + len) of sorted positions first..last: @ok bytes done or @err. */
-static void credit_range(struct madvx_batch *b, uint32_t first, uint32_t last,
-			 uint64_t start, uint64_t len, bool ok, int err)
+/* Credit [start, start + len) of positions first..last: @ok bytes done or @err. */
+static void credit_range(struct madvx_batch *b, bool via_sorted, uint32_t first,
+			 uint32_t last, uint64_t start, uint64_t len, bool ok, int err)
 {
 	for (uint32_t k = first; k <= last; k++) {
-		uint32_t idx = b->sorted[k].idx;
+		uint32_t idx = pos_hint(b, via_sorted, k);
 		const struct hint_int *h = &b->hints[idx];
 		uint64_t ov = overlap(h->start, h->end, start, start + len);
 
@@ -395,11 +440,11 @@ void madvx_entry_done(struct madvx_batch *b, const struct madvx_entry *e,
 	if (done)
 		b->st.bytes += done;
 	if (!err) {
-		credit_range(b, e->first, e->last, e->start, e->len, true, 0);
+		credit_range(b, e->via_sorted, e->first, e->last, e->start, e->len, true, 0);
 		return;
 	}
 	/* A failed entry: whatever part was done is credited by the caller. */
-	credit_range(b, e->first, e->last, e->start, e->len, false, err);
+	credit_range(b, e->via_sorted, e->first, e->last, e->start, e->len, false, err);
 }
 
 /* Bytes of [start, start + len) that are mapped now (fresh lookups). */
@@ -423,7 +468,7 @@ static uint64_t mapped_bytes(struct madvx_batch *b, uint64_t start, uint64_t len
 void madvx_entry_enomem(struct madvx_batch *b, const struct madvx_entry *e)
 {
 	for (uint32_t k = e->first; k <= e->last; k++) {
-		uint32_t idx = b->sorted[k].idx;
+		uint32_t idx = pos_hint(b, e->via_sorted, k);
 		const struct hint_int *h = &b->hints[idx];
 		uint64_t lo = h->start > e->start ? h->start : e->start;
 		uint64_t ov = overlap(h->start, h->end, e->start, e->start + e->len);
@@ -486,7 +531,7 @@ static void issue_madvise_each(struct madvx_batch *b, int advice,
 static bool vector_entry_failed(struct madvx_batch *b, int advice,
 				struct madvx_entry *e, long ret)
 {
-	const struct madvx_hint *first = &b->res[b->sorted[e->first].idx];
+	const struct hint_int *first = &b->hints[pos_hint(b, e->via_sorted, e->first)];
 	uint64_t before = first->done;
 	bool rejected = false;
 
@@ -613,7 +658,7 @@ static void plan_entry(struct planner *pl, uint64_t start, uint64_t end,
 	e = &pl->b->entries[pl->n++];
 	*e = (struct madvx_entry){
 		.start = start, .len = end - start, .first = first, .last = last,
-		.fallback = !pl->fast_advice || uffd,
+		.fallback = !pl->fast_advice || uffd, .via_sorted = pl->b->use_sorted,
 	};
 	if (e->fallback)
 		pl->b->st.fallback_entries++;
@@ -636,7 +681,7 @@ static void plan_run(struct planner *pl, uint64_t start, uint64_t end,
 		int ret = madvx_vma_find(&b->vmas, cur, &v);
 
 		if (ret == -ENOENT || (ret == 0 && v.start >= end)) {
-			credit_range(b, first, last, cur, end - cur, false, ENOMEM);
+			credit_range(b, b->use_sorted, first, last, cur, end - cur, false, ENOMEM);
 			break;
 		}
 		if (ret) {
@@ -646,7 +691,7 @@ static void plan_run(struct planner *pl, uint64_t start, uint64_t end,
 			break;
 		}
 		if (v.start > cur) {
-			credit_range(b, first, last, cur, v.start - cur, false, ENOMEM);
+			credit_range(b, b->use_sorted, first, last, cur, v.start - cur, false, ENOMEM);
 			cur = v.start;
 		}
 		plan_entry(pl, cur, v.end < end ? v.end : end, first, last, v.uffd);
@@ -666,8 +711,10 @@ static void plan_group(struct madvx_batch *b, int advice, uint32_t from, uint32_
 	};
 	uint32_t k = from;
 
+	bool via = b->use_sorted;
+
 	while (k < to) {
-		const struct hint_int *h = &b->hints[b->sorted[k].idx];
+		const struct hint_int *h = &b->hints[pos_hint(b, via, k)];
 		uint64_t start = h->start, end = h->end;
 		uint32_t first = k;
 
@@ -677,7 +724,7 @@ static void plan_group(struct madvx_batch *b, int advice, uint32_t from, uint32_
 		}
 		/* Grow the run over overlapping and adjacent hints. */
 		for (k++; k < to; k++) {
-			const struct hint_int *g = &b->hints[b->sorted[k].idx];
+			const struct hint_int *g = &b->hints[pos_hint(b, via, k)];
 
 			if (g->start > end)
 				break;
@@ -697,15 +744,23 @@ static void flush_epoch(struct madvx_batch *b, uint32_t from, uint32_t to)
 
 	sort_epoch(b, from, to);
 	while (k < to) {
-		int adv_idx = b->hints[b->sorted[k].idx].adv_idx;
-		int advice = b->res[b->sorted[k].idx].advice;
+		const struct hint_int *h = &b->hints[pos_hint(b, b->use_sorted, k)];
+		int adv_idx = h->adv_idx, advice = h->advice;
 		uint32_t g = k;
 
-		while (g < to && b->hints[b->sorted[g].idx].adv_idx == adv_idx)
+		while (g < to && b->hints[pos_hint(b, b->use_sorted, g)].adv_idx == adv_idx)
 			g++;
 		plan_group(b, advice, k, g);
 		k = g;
 	}
+}
+
+static void hint_result(const struct hint_int *h, struct madvx_hint *r)
+{
+	*r = (struct madvx_hint){
+		.addr = h->start, .len = h->len, .advice = h->advice,
+		.err = h->err, .done = h->done,
+	};
 }
 
 /* Add to the process-wide counters what @b counted since it last published. */
@@ -744,6 +799,8 @@ static void issue_hints(struct madvx_batch *b)
 
 	madvx_vma_cache_reset(&b->vmas);
 	b->vmas.queries = 0;
+	b->flush_failed = 0;
+	b->results_built = false;
 	while (from < b->count) {
 		uint32_t to = from, epoch = b->hints[from].epoch;
 
@@ -761,17 +818,21 @@ static int tally_hints(struct madvx_batch *b)
 
 	b->st.flushes++;
 	b->st.vma_queries += b->vmas.queries;
-	for (uint32_t i = 0; i < b->count; i++) {
-		const struct madvx_hint *r = &b->res[i];
+	/* Crediting counted the failures: no pass over the hints without any. */
+	for (uint32_t i = 0; b->flush_failed && i < b->count; i++) {
+		const struct hint_int *h = &b->hints[i];
+		struct madvx_hint r;
 
-		if (!r->err)
+		if (!h->err)
 			continue;
 		b->st.failed++;
-		b->st.errors[r->err < 64 ? r->err : 0]++;
+		b->st.errors[h->err < 64 ? h->err : 0]++;
 		if (!first_err)
-			first_err = r->err;
-		if (b->on_error)
-			b->on_error(b->on_error_ctx, r);
+			first_err = h->err;
+		if (b->on_error) {
+			hint_result(h, &r);
+			b->on_error(b->on_error_ctx, &r);
+		}
 	}
 	if (first_err && !b->sticky_err)
 		b->sticky_err = first_err;
@@ -846,17 +907,24 @@ MADVX_API int madvx_batch_flush(struct madvx_batch *b)
 	return ret;
 }
 
-MADVX_API const struct madvx_hint *madvx_batch_results(const struct madvx_batch *b,
+MADVX_API const struct madvx_hint *madvx_batch_results(const struct madvx_batch *cb,
 							uint32_t *count)
 {
-	if (!b) {
-		if (count)
-			*count = 0;
+	/* Built on first request: the flush itself never writes res[]. */
+	struct madvx_batch *b = (struct madvx_batch *)cb;
+
+	if (count)
+		*count = 0;
+	if (!b || b->count)
 		return NULL;
+	if (!b->results_built) {
+		for (uint32_t i = 0; i < b->nresults; i++)
+			hint_result(&b->hints[i], &b->res[i]);
+		b->results_built = true;
 	}
 	if (count)
-		*count = b->count ? 0 : b->nresults;
-	return b->count ? NULL : b->res;
+		*count = b->nresults;
+	return b->res;
 }
 
 static int copy_stats(struct madvx_stats *dst, const struct madvx_stats *src)

@@ -16,6 +16,7 @@ struct madvx_entry {
 	uint32_t first;		/* sorted positions of the hints it may cover */
 	uint32_t last;
 	bool fallback;		/* predicted to take mmap_lock */
+	bool via_sorted;	/* first/last index the epoch's sorted order */
 };
 
 #define MADVX_MAX_VEC 1024	/* UIO_MAXIOV */

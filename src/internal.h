@@ -37,7 +37,13 @@ MADVX_HIDDEN int madvx_sys_poll(struct pollfd *fds, unsigned int n, int timeout_
 MADVX_HIDDEN int madvx_sys_eventfd(unsigned int initval, int flags);
 MADVX_HIDDEN int madvx_sys_epoll_create1(int flags);
 MADVX_HIDDEN int madvx_sys_epoll_add(int epfd, int fd, uint32_t events);
-MADVX_HIDDEN size_t madvx_page_size(void);
+/* The page size, read once when the library is loaded (a constructor in sys.c). */
+MADVX_HIDDEN extern size_t madvx_pagesize;
+
+static inline size_t madvx_page_size(void)
+{
+	return madvx_pagesize;
+}
 
 /* ---- probe.c ---- */
 struct madvx_probe_state {
@@ -61,8 +67,17 @@ static inline bool madvx_has(enum madvx_feature feat)
 	return madvx_probe()->features & (1ULL << feat);
 }
 
-/* Index of @advice in the library's table, or -1 if unknown. */
-MADVX_HIDDEN int madvx_advice_index(int advice);
+/* advice value -> 1 + index in the library's advice table (0: unknown). */
+#define MADVX_ADVICE_MAX 103		/* MADV_GUARD_REMOVE */
+MADVX_HIDDEN extern const int8_t madvx_advice_index_of[MADVX_ADVICE_MAX + 1];
+
+/* Index of @advice in the library's table, or -1 if unknown: O(1), on every add. */
+static inline int madvx_advice_index(int advice)
+{
+	if ((unsigned int)advice > MADVX_ADVICE_MAX)
+		return -1;
+	return madvx_advice_index_of[advice] - 1;
+}
 
 /*
  * The pidfd that names this process for process_madvise(): PIDFD_SELF where

@@ -104,8 +104,10 @@ _Static_assert(ARRAY_SIZE(advices) == 25, "advice_index_of[] covers advices[]");
 static struct madvx_probe_state probe_state;
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 
-/* advice value -> 1 + index in advices[] (0: unknown): O(1), on every madvx_batch_add(). */
-static const int8_t advice_index_of[MADV_GUARD_REMOVE + 1] = {
+_Static_assert(MADVX_ADVICE_MAX == MADV_GUARD_REMOVE, "advice table bound");
+
+/* advice value -> 1 + index in advices[] (0: unknown). */
+const int8_t madvx_advice_index_of[MADVX_ADVICE_MAX + 1] = {
 	[MADV_NORMAL] = 1, [MADV_RANDOM] = 2, [MADV_SEQUENTIAL] = 3,
 	[MADV_WILLNEED] = 4, [MADV_DONTNEED] = 5, [MADV_FREE] = 6,
 	[MADV_REMOVE] = 7, [MADV_DONTFORK] = 8, [MADV_DOFORK] = 9,
@@ -116,13 +118,6 @@ static const int8_t advice_index_of[MADV_GUARD_REMOVE + 1] = {
 	[MADV_DONTNEED_LOCKED] = 22, [MADV_COLLAPSE] = 23,
 	[MADV_GUARD_INSTALL] = 24, [MADV_GUARD_REMOVE] = 25,
 };
-
-int madvx_advice_index(int advice)
-{
-	if ((unsigned int)advice > MADV_GUARD_REMOVE)
-		return -1;
-	return advice_index_of[advice] - 1;
-}
 
 static void set_feature(struct madvx_probe_state *st, enum madvx_feature f,
 			bool on)

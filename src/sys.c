@@ -113,13 +113,15 @@ int madvx_sys_epoll_add(int epfd, int fd, uint32_t events)
 	return (int)ret_or_errno(epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev), e);
 }
 
-size_t madvx_page_size(void)
-{
-	static size_t page;
+size_t madvx_pagesize = 4096;
 
-	if (unlikely(!page))
-		page = (size_t)sysconf(_SC_PAGESIZE);
-	return page;
+/* Before any entry point can run, so the hot paths read a plain variable. */
+__attribute__((constructor)) static void madvx_init_pagesize(void)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+
+	if (pg > 0)
+		madvx_pagesize = (size_t)pg;
 }
 
 /*

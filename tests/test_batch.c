@@ -176,10 +176,20 @@ static void unmap_area(const struct layout *l, uint8_t *p)
 	munmap(p - test_page(), (NPAGES + 2) * test_page());
 }
 
+/* Test-only flag: one advice, hints added by rising address (the unsorted-free path). */
+#define ORACLE_IN_ORDER (1U << 31)
+
+static int cmp_off(const void *a, const void *b)
+{
+	const struct hint_spec *x = a, *y = b;
+
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
 /* One oracle case with @flags for the batch; returns nothing, asserts. */
 static void oracle_case(uint64_t seed, uint32_t flags)
 {
-	struct madvx_batch_opts o = { .size = sizeof(o), .flags = flags };
+	struct madvx_batch_opts o = { .size = sizeof(o), .flags = flags & ~ORACLE_IN_ORDER };
 	struct hint_spec h[MAX_HINTS];
 	int err_oracle[MAX_HINTS], idx[MAX_HINTS];
 	struct madvx_batch *b;
@@ -192,6 +202,11 @@ static void oracle_case(uint64_t seed, uint32_t flags)
 	rng = seed * 0x9e3779b97f4a7c15ULL + 1;
 	random_layout(&l);
 	n = random_hints(&l, h);
+	if (flags & ORACLE_IN_ORDER) {
+		for (int i = 0; i < n; i++)
+			h[i].advice = MADV_DONTNEED;
+		qsort(h, (size_t)n, sizeof(h[0]), cmp_off);
+	}
 	ck_assert_int_eq(madvx_batch_create(&o, &b), 0);
 	ref = make_area(&l);
 	lib = make_area(&l);
@@ -241,6 +256,18 @@ static void oracle_no_vector(void)
 {
 	oracle_run(MADVX_BATCH_NO_VECTOR);
 }
+
+static void oracle_in_order(void)
+{
+	oracle_run(ORACLE_IN_ORDER);
+}
+
+START_TEST(oracle_hints_added_in_order)
+{
+	test_in_child(NULL, oracle_in_order);
+	test_in_child("process_madvise,procmap_query", oracle_in_order);
+}
+END_TEST
 
 START_TEST(oracle_matches_madvise_loop)
 {
@@ -775,6 +802,7 @@ int main(void)
 	tcase_add_test(oracle, oracle_without_pidfd_self);
 	tcase_add_test(oracle, oracle_old_kernel);
 	tcase_add_test(oracle, oracle_no_vector_flag);
+	tcase_add_test(oracle, oracle_hints_added_in_order);
 	suite_add_tcase(s, oracle);
 
 	tcase_set_timeout(api, 60);
