@@ -806,7 +806,11 @@ struct madvx_async_opts {
 	size_t size;			/* sizeof(struct madvx_async_opts) */
 	enum madvx_async_backend backend;	/* 0 = madvx_async_default_backend() */
 	uint32_t max_tickets;		/* submissions not yet completed+collected; 0 = 64 */
-	uint32_t queue_depth;		/* io_uring: SQEs in flight (and SQ size of our ring); 0 = 256 */
+	/*
+	 * io_uring: SQ size of the library's ring (SQEs in flight: its CQ
+	 * size, twice that); with a caller's ring, SQEs in flight. 0 = 256.
+	 */
+	uint32_t queue_depth;
 	/*
 	 * io_uring: a ring the caller owns (IORING_SETUP_SQPOLL and other
 	 * setup flags are the caller's business), or NULL for one the library
