@@ -9,7 +9,7 @@
  *
  *   je-churn [--quick] [--reps N] [--threads N] [--ops N] [--slots N]
  *            [--dirty-ms N] [--muzzy-ms N] [--variant both|stock|madvx]
- *            [--no-defer] [--locktrace]
+ *            [--no-defer] [--no-thp] [--locktrace]
  *
  * Without options (or with --quick): the short verification run, 2 threads x
  * 30000 operations over 256 slots each, one repetition.
@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -63,7 +64,7 @@ struct run {
 };
 
 struct opts {
-	bool quick, no_defer, locktrace;
+	bool quick, no_defer, locktrace, no_thp;
 	unsigned reps, threads, slots;
 	uint64_t ops;
 	long dirty_ms, muzzy_ms;
@@ -274,6 +275,25 @@ static int arena_set_decay(unsigned ind, const struct opts *o)
 	return 0;
 }
 
+/*
+ * With nonzero decay times jemalloc gives pages back over dirty_decay_ms
+ * (dirty -> muzzy, MADV_FREE: still in RSS until the kernel reclaims them)
+ * and then muzzy_decay_ms (-> forced purge or dalloc), driven by allocation
+ * activity or "arena.<i>.decay". Wait out both, as an idle program would.
+ */
+static void arena_wait_decay(unsigned ind, const struct opts *o)
+{
+	char name[64];
+	long ms[2] = { o->dirty_ms, o->muzzy_ms };
+
+	snprintf(name, sizeof(name), "arena.%u.decay", ind);
+	for (int i = 0; i < 2; i++) {
+		if (ms[i] > 0)
+			usleep((useconds_t)(ms[i] + 10) * 1000);
+		mallctl(name, NULL, NULL, NULL, 0);
+	}
+}
+
 static void arena_destroy(unsigned ind)
 {
 	char name[64];
@@ -366,6 +386,8 @@ static int run_one(const struct opts *o, int v, unsigned rep, bool trace, struct
 	}
 	out->ops_s /= (double)(c.t1 - c.t0) / 1e9;
 	out->rss_freed = rss_bytes();
+	if (o->dirty_ms || o->muzzy_ms)
+		arena_wait_decay(r.arena, o);
 	if (v)
 		mxje_flush();
 	out->rss_flushed = rss_bytes();
@@ -385,7 +407,7 @@ static int run_one(const struct opts *o, int v, unsigned rep, bool trace, struct
 	}
 	arena_destroy(r.arena);
 	if (v)
-		mxje_flush();
+		mxje_trim();
 	pthread_barrier_destroy(&r.start);
 	pthread_barrier_destroy(&r.churned);
 	pthread_barrier_destroy(&r.measured);
@@ -437,7 +459,7 @@ static int selftest(void)
 	memset(pg, 0x11, len);			/* MADV_FREE'd memory is writable again */
 	dallocx(p, MALLOCX_TCACHE_NONE);
 	arena_destroy(ind);
-	mxje_flush();
+	mxje_trim();
 	return bad;
 }
 
@@ -445,7 +467,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: je-churn [--quick] [--reps N] [--threads N] [--ops N] "
 		"[--slots N] [--dirty-ms N] [--muzzy-ms N] [--variant both|stock|madvx] "
-		"[--no-defer] [--locktrace]\n");
+		"[--no-defer] [--no-thp] [--locktrace]\n");
 	exit(2);
 }
 
@@ -474,6 +496,10 @@ static void parse(int argc, char **argv, struct opts *o)
 		}
 		if (!strcmp(a, "--locktrace")) {
 			o->locktrace = true;
+			continue;
+		}
+		if (!strcmp(a, "--no-thp")) {
+			o->no_thp = true;
 			continue;
 		}
 		if (!v)
@@ -533,6 +559,9 @@ int main(int argc, char **argv)
 
 	parse(argc, argv, &o);
 	mo.no_defer = o.no_defer;
+	/* Transparent huge pages off for the process (both variants alike). */
+	if (o.no_thp && prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0))
+		printf("# PR_SET_THP_DISABLE failed: THP stays as configured\n");
 #ifdef MXJE_LOCKTRACE
 	/* Before the churn maps anything: the helper fork copies our page tables. */
 	if (o.locktrace) {
@@ -547,9 +576,10 @@ int main(int argc, char **argv)
 		return 77;
 	}
 	printf("# je-churn: %u threads x %llu ops, %u slots/thread, %u reps, "
-	       "dirty_decay_ms %ld, muzzy_decay_ms %ld%s; libmadvx %s\n",
+	       "dirty_decay_ms %ld, muzzy_decay_ms %ld%s%s; libmadvx %s\n",
 	       o.threads, (unsigned long long)o.ops, o.slots, o.reps, o.dirty_ms,
-	       o.muzzy_ms, o.no_defer ? ", no deferral" : "", madvx_version());
+	       o.muzzy_ms, o.no_defer ? ", no deferral" : "", o.no_thp ? ", THP off" : "",
+	       madvx_version());
 	if ((o.variants & 2) && selftest()) {
 		printf("FAIL: purge hook self-test\n");
 		fails++;
@@ -605,7 +635,7 @@ int main(int argc, char **argv)
 			col[k] = (smp[v][k].rss_freed - smp[v][k].rss_base) / (1 << 20);
 		med[v] = median(col, n);
 	}
-	row("RSS after free - base", "MiB", med, o.variants);
+	row("RSS right after free - base", "MiB", med, o.variants);
 	for (int v = 0; v < 2; v++) {
 		if (!(o.variants & (1 << v)))
 			continue;
@@ -613,7 +643,7 @@ int main(int argc, char **argv)
 			col[k] = (smp[v][k].rss_flushed - smp[v][k].rss_base) / (1 << 20);
 		med[v] = median(col, n);
 	}
-	row("RSS after free+flush - base", "MiB", med, o.variants);
+	row("RSS after decay+flush - base", "MiB", med, o.variants);
 #ifdef MXJE_LOCKTRACE
 	if (lt_ok) {
 		for (int v = 0; v < 2; v++)
@@ -652,7 +682,7 @@ int main(int argc, char **argv)
 			}
 			if (left > limit) {
 				printf("FAIL: %s rep %u: RSS %.1f MiB above base after freeing "
-				       "everything (peak +%.1f MiB, limit %.1f MiB)\n", vname[v], k,
+				       "everything and decay (peak +%.1f MiB, limit %.1f MiB)\n", vname[v], k,
 				       left / (1 << 20), grown / (1 << 20), limit / (1 << 20));
 				fails++;
 			}
@@ -665,7 +695,8 @@ int main(int argc, char **argv)
 		printf("# madvx hooks, whole run: alloc %llu, dalloc %llu, destroy %llu, "
 		       "purge_lazy %llu, purge_forced %llu, merges refused %llu/%llu, "
 		       "flushes %llu (max %llu entries), libmadvx syscalls %llu "
-		       "(%llu entries, %llu VMA lookups), fixups %llu, chunks %llu\n",
+		       "(%llu entries, %llu VMA lookups), fixups %llu, mappings %llu "
+		       "(%llu unmapped again)\n",
 		       (unsigned long long)st.alloc, (unsigned long long)st.dalloc,
 		       (unsigned long long)st.destroy, (unsigned long long)st.purge_lazy,
 		       (unsigned long long)st.purge_forced, (unsigned long long)st.merge_refused,
@@ -673,12 +704,22 @@ int main(int argc, char **argv)
 		       (unsigned long long)st.flush_max_entries,
 		       (unsigned long long)st.madvx_syscalls, (unsigned long long)st.madvx_entries,
 		       (unsigned long long)st.madvx_vma_queries, (unsigned long long)st.fixups,
-		       (unsigned long long)st.chunks);
+		       (unsigned long long)st.chunks, (unsigned long long)st.trimmed);
 		if (st.pending_bytes) {
 			printf("FAIL: %llu bytes still pending after the final flush\n",
 			       (unsigned long long)st.pending_bytes);
 			fails++;
 		}
+	}
+	{
+		char line[128];
+		FILE *f = fopen("/proc/self/status", "r");
+
+		while (f && fgets(line, sizeof(line), f))
+			if (!strncmp(line, "VmPeak:", 7) || !strncmp(line, "VmSize:", 7))
+				printf("# %s", line);
+		if (f)
+			fclose(f);
 	}
 #ifdef MXJE_LOCKTRACE
 	if (o.locktrace)

@@ -60,8 +60,8 @@ static struct {
 	pthread_mutex_t lock;
 	struct mxje_opts o;
 	bool ready;
-	struct range chunks[MAX_CHUNKS];
-	_Atomic uint32_t nchunks;
+	struct range chunks[MAX_CHUNKS];	/* start == 0: free slot */
+	uint32_t nchunks;		/* slots in use or used before */
 	struct range *free;		/* sorted by start, coalesced within a chunk */
 	uint32_t nfree;
 	struct range *pend;		/* given up by jemalloc, DONTNEED queued */
@@ -74,7 +74,7 @@ static struct {
 static struct {
 	_Atomic uint64_t alloc, dalloc, destroy, purge_lazy, purge_forced, split,
 		merge, merge_refused, deferred, deferred_bytes, flushes,
-		flush_max_entries, chunk_bytes, fixups;
+		flush_max_entries, chunks, chunk_bytes, trimmed, fixups;
 } cnt;
 
 #define INC(f) atomic_fetch_add_explicit(&cnt.f, 1, memory_order_relaxed)
@@ -85,13 +85,11 @@ static uintptr_t align_up(uintptr_t v, uintptr_t a)
 	return (v + a - 1) & ~(a - 1);
 }
 
-/* Index of the chunk holding all of [a, a + len), or -1. */
+/* Index of the chunk holding all of [a, a + len), or -1. Caller holds g.lock. */
 static int chunk_of(uintptr_t a, size_t len)
 {
-	uint32_t n = atomic_load_explicit(&g.nchunks, memory_order_acquire);
-
-	for (uint32_t i = 0; i < n; i++)
-		if (g.chunks[i].start <= a && a + len <= g.chunks[i].end)
+	for (uint32_t i = 0; i < g.nchunks; i++)
+		if (g.chunks[i].start && g.chunks[i].start <= a && a + len <= g.chunks[i].end)
 			return (int)i;
 	return -1;
 }
@@ -179,24 +177,77 @@ static void *free_take(size_t size, size_t align, uintptr_t want)
 	return NULL;
 }
 
+static int flush_locked(void);
+
+/*
+ * Unmap every chunk that is entirely free again (after releasing what is
+ * pending). Like jemalloc's own retain mode we keep mappings while they are
+ * in use, so unmapping (which takes mmap_write_lock) happens only here:
+ * from mxje_trim() and when the chunk table is full.
+ */
+static void trim_locked(void)
+{
+	flush_locked();
+	for (uint32_t i = 0; i < g.nfree;) {
+		struct range r = g.free[i];
+		struct range *c = &g.chunks[r.chunk];
+
+		if (r.start != c->start || r.end != c->end) {
+			i++;
+			continue;
+		}
+		memmove(&g.free[i], &g.free[i + 1], (g.nfree - i - 1) * sizeof(r));
+		g.nfree--;
+		(void)madvx_region_unregister((void *)c->start);
+		munmap((void *)c->start, c->end - c->start);
+		ADD(chunk_bytes, -(c->end - c->start));
+		atomic_fetch_sub_explicit(&cnt.chunks, 1, memory_order_relaxed);
+		INC(trimmed);
+		*c = (struct range){ 0 };
+	}
+}
+
+static int chunk_slot(void)
+{
+	for (uint32_t i = 0; i < g.nchunks; i++)
+		if (!g.chunks[i].start)
+			return (int)i;
+	return g.nchunks < MAX_CHUNKS ? (int)g.nchunks++ : -1;
+}
+
 static int chunk_new(size_t size, size_t align)
 {
-	uint32_t n = atomic_load_explicit(&g.nchunks, memory_order_relaxed);
 	size_t len = align_up(size + (align > 4096 ? align : 0), HUGE_ALIGN);
+	int n = chunk_slot();
 	void *p;
 
-	if (len < g.o.chunk_bytes)
+	if (n < 0) {
+		trim_locked();
+		n = chunk_slot();
+		if (n < 0)
+			return -ENOSPC;
+	}
+	/*
+	 * Requests of a quarter chunk and more get a mapping of their own.
+	 * Smaller ones share chunks: every mapping costs an mmap_write_lock,
+	 * and reserved address space costs nothing until touched.
+	 */
+	if (size < g.o.chunk_bytes / 4 && len < g.o.chunk_bytes)
 		len = g.o.chunk_bytes;
-	if (n == MAX_CHUNKS)
-		return -ENOSPC;
 	p = mmap(NULL, len, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (p == MAP_FAILED)
+	if (p == MAP_FAILED) {
+		if ((uint32_t)n == g.nchunks - 1)
+			g.nchunks--;
 		return -ENOMEM;
-	/* Best effort: without it libmadvx looks the VMA up (same result, slower). */
+	}
+	/*
+	 * Best effort (64 regions per process): without it libmadvx looks
+	 * the VMA up, same result, one PROCMAP_QUERY more per flush.
+	 */
 	(void)madvx_region_register(p, len, 0);
-	g.chunks[n] = (struct range){ (uintptr_t)p, (uintptr_t)p + len, n };
-	atomic_store_explicit(&g.nchunks, n + 1, memory_order_release);
+	g.chunks[n] = (struct range){ (uintptr_t)p, (uintptr_t)p + len, (uint32_t)n };
+	INC(chunks);
 	ADD(chunk_bytes, len);
 	free_insert(g.chunks[n]);
 	return 0;
@@ -239,12 +290,18 @@ static int flush_locked(void)
 /* jemalloc gave [a, a + size) up: queue its release. false = taken. */
 static bool give_back(void *a, size_t size)
 {
-	int c = chunk_of((uintptr_t)a, size);
 	bool refused = false;
+	int c;
 
-	if (c < 0 || !g.ready)
-		return true;	/* not ours: jemalloc keeps it (retained) */
+	if (!g.ready)
+		return true;
 	pthread_mutex_lock(&g.lock);
+	c = chunk_of((uintptr_t)a, size);
+	if (c < 0) {
+		/* Not ours: jemalloc keeps it (as retained memory). */
+		pthread_mutex_unlock(&g.lock);
+		return true;
+	}
 	if (g.npend == MAX_PENDING)
 		flush_locked();
 	if (madvx_batch_add(g.batch, a, size, MADV_DONTNEED) < 0) {
@@ -382,8 +439,12 @@ static bool h_split(extent_hooks_t *eh, void *addr, size_t size, size_t a,
 static bool h_merge(extent_hooks_t *eh, void *a, size_t asz, void *b, size_t bsz,
 		    bool committed, unsigned ind)
 {
-	int ca = chunk_of((uintptr_t)a, asz), cb = chunk_of((uintptr_t)b, bsz);
+	int ca, cb;
 
+	pthread_mutex_lock(&g.lock);
+	ca = chunk_of((uintptr_t)a, asz);
+	cb = chunk_of((uintptr_t)b, bsz);
+	pthread_mutex_unlock(&g.lock);
 	INC(merge);
 	/* Never across mappings: every extent stays inside one VMA. */
 	if (ca < 0 || ca != cb) {
@@ -423,7 +484,7 @@ int mxje_init(const struct mxje_opts *o)
 	if (!g.o.max_pending || g.o.max_pending > MAX_PENDING)
 		g.o.max_pending = 64;
 	if (!g.o.grow_limit)
-		g.o.grow_limit = 16UL << 20;
+		g.o.grow_limit = 2UL << 20;
 	g.o.chunk_bytes = align_up(g.o.chunk_bytes, HUGE_ALIGN);
 	g.free = mmap(NULL, MAX_FREE * sizeof(struct range) + MAX_PENDING * sizeof(struct range),
 		      PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -462,6 +523,13 @@ int mxje_arena_create(unsigned *ind)
 	return 0;
 }
 
+void mxje_trim(void)
+{
+	pthread_mutex_lock(&g.lock);
+	trim_locked();
+	pthread_mutex_unlock(&g.lock);
+}
+
 int mxje_flush(void)
 {
 	int ret;
@@ -489,8 +557,9 @@ void mxje_stats_get(struct mxje_stats *st)
 	st->deferred_bytes = cnt.deferred_bytes;
 	st->flushes = cnt.flushes;
 	st->flush_max_entries = cnt.flush_max_entries;
-	st->chunks = atomic_load(&g.nchunks);
+	st->chunks = cnt.chunks;
 	st->chunk_bytes = cnt.chunk_bytes;
+	st->trimmed = cnt.trimmed;
 	st->fixups = cnt.fixups;
 	if (!madvx_stats_get(&ms)) {
 		st->madvx_syscalls = ms.syscalls;

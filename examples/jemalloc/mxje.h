@@ -18,7 +18,7 @@ struct mxje_opts {
 	size_t chunk_bytes;	/* address space reserved per mapping; 0 = 256 MiB */
 	size_t flush_bytes;	/* deferred release bytes that trigger a flush; 0 = 4 MiB */
 	uint32_t max_pending;	/* deferred extents that trigger a flush; 0 = 64 */
-	size_t grow_limit;	/* arena.<i>.retain_grow_limit; 0 = 16 MiB */
+	size_t grow_limit;	/* arena.<i>.retain_grow_limit; 0 = 2 MiB */
 	int no_defer;		/* release each dalloc'd extent at once (no batching) */
 };
 
@@ -28,8 +28,9 @@ struct mxje_stats {
 		 merge_refused;
 	/* deferred releases of extents jemalloc gave up (dalloc/destroy) */
 	uint64_t deferred, deferred_bytes, flushes, flush_max_entries;
-	/* mappings (one VMA each; registered with madvx_region_register) */
-	uint64_t chunks, chunk_bytes;
+	/* mappings now (one VMA each; registered with madvx_region_register),
+	 * and how many were unmapped again */
+	uint64_t chunks, chunk_bytes, trimmed;
 	/* purge syscalls: libmadvx's own count (madvx_stats_get), plus the
 	 * madvise() calls made here when libmadvx reported a partial result */
 	uint64_t madvx_syscalls, madvx_entries, madvx_split, madvx_merged,
@@ -45,6 +46,9 @@ int mxje_arena_create(unsigned *ind);
 
 /* Release everything deferred now. 0 or the -errno of the flush. */
 int mxje_flush(void);
+
+/* Flush, then unmap the mappings no extent uses any more (e.g. after "arena.<i>.destroy"). */
+void mxje_trim(void);
 
 /* Counters since mxje_init(). */
 void mxje_stats_get(struct mxje_stats *st);
