@@ -52,6 +52,15 @@ int bench_cpu_split_open(struct bench_cpu_split *c);
 void bench_cpu_split_read(const struct bench_cpu_split *c, uint64_t *user, uint64_t *kernel);
 void bench_cpu_split_close(struct bench_cpu_split *c);
 
+/*
+ * Dry mode (bench/dry_syscall.c): process_madvise() issued through libc's
+ * syscall() - as libmadvx does - is answered "done" without entering the
+ * kernel, to time the library's own work. bench_dry_calls() counts the
+ * answered calls (0 after a dry flush: the interposition did not take).
+ */
+void bench_dry_syscalls(bool on);
+uint64_t bench_dry_calls(void);
+
 /* ---- statistics (sort @v in place) ---- */
 double bench_median(double *v, size_t n);
 /* Nearest-rank percentile, @p in [0, 100]. */
