@@ -786,8 +786,9 @@ MADVX_API int madvx_uffd_stats(const struct madvx_uffd *uffd, struct madvx_uffd_
  * Thread-safety: calls on one async object may come from any threads; they
  * are serialised by a mutex (with the io_uring backend a blocking wait holds
  * it while it sleeps in io_uring_enter, so other calls wait too).
- * Fork: the object is not usable in a child (its worker thread and ring stay
- * with the parent); make a new one there.
+ * Fork: the object stays with the parent (its worker thread and ring); in
+ * a child every call on it returns -ECHILD and madvx_async_free() only
+ * releases the child's copy. Make a new one there.
  */
 struct madvx_async;
 struct io_uring;

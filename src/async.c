@@ -182,16 +182,19 @@ static void close_keep_errno(int fd)
 	errno = e;
 }
 
-static void async_release(struct madvx_async *a)
+/* @sync_objects: destroy the mutex and conditions (not in a forked child: a copied waiter would block it). */
+static void async_release(struct madvx_async *a, bool sync_objects)
 {
 #ifdef MADVX_HAVE_LIBURING
 	if (a->uring)
 		madvx_uring_free(a);
 #endif
 	close_keep_errno(a->efd);
-	pthread_cond_destroy(&a->work_cv);
-	pthread_cond_destroy(&a->done_cv);
-	pthread_mutex_destroy(&a->lock);
+	if (sync_objects) {
+		pthread_cond_destroy(&a->work_cv);
+		pthread_cond_destroy(&a->done_cv);
+		pthread_mutex_destroy(&a->lock);
+	}
 	free(a->queue);
 	free(a->slots);
 	free(a);
@@ -239,6 +242,7 @@ MADVX_API int madvx_async_create(const struct madvx_async_opts *opts,
 	}
 	a->backend = o.backend;
 	a->nslots = o.max_tickets;
+	a->pid = getpid();
 	pthread_mutex_init(&a->lock, NULL);
 	pthread_cond_init(&a->done_cv, NULL);
 	pthread_cond_init(&a->work_cv, NULL);
@@ -263,12 +267,22 @@ MADVX_API int madvx_async_create(const struct madvx_async_opts *opts,
 	return 0;
 
 fail:
-	async_release(a);
+	async_release(a, true);
 	errno = e;
 	return ret;
 nomem:
 	errno = e;
 	return -ENOMEM;
+}
+
+/*
+ * After fork() the child has no worker thread, shares the parent's ring and
+ * may hold a copy of a locked mutex: every call there fails with -ECHILD
+ * instead of hanging, and free only releases the child's copies.
+ */
+static bool forked(const struct madvx_async *a)
+{
+	return getpid() != a->pid;
 }
 
 static bool any_queued(const struct madvx_async *a)
@@ -283,6 +297,10 @@ MADVX_API void madvx_async_free(struct madvx_async *a)
 {
 	if (!a)
 		return;
+	if (forked(a)) {
+		async_release(a, false);
+		return;
+	}
 	pthread_mutex_lock(&a->lock);
 	/* In-flight submissions complete first: nothing an SQE or the thread uses goes away early. */
 	while (any_queued(a)) {
@@ -299,7 +317,7 @@ MADVX_API void madvx_async_free(struct madvx_async *a)
 	pthread_mutex_unlock(&a->lock);
 	if (a->have_thread)
 		pthread_join(a->thread, NULL);
-	async_release(a);
+	async_release(a, true);
 }
 
 /* ---- tickets ---- */
@@ -325,6 +343,8 @@ MADVX_API int madvx_async_submit(struct madvx_async *a, struct madvx_batch *b,
 
 	if (!a || !b || !ticket)
 		return -EINVAL;
+	if (forked(a))
+		return -ECHILD;
 	pthread_mutex_lock(&a->lock);
 	for (uint32_t i = 0; i < a->nslots; i++) {
 		if (a->slots[i].state == SLOT_FREE) {
@@ -387,6 +407,8 @@ MADVX_API int madvx_async_wait(struct madvx_async *a, uint64_t ticket)
 
 	if (!a)
 		return -EINVAL;
+	if (forked(a))
+		return -ECHILD;
 	pthread_mutex_lock(&a->lock);
 	s = ticket_slot(a, ticket);
 	if (!s) {
@@ -415,6 +437,8 @@ MADVX_API int madvx_async_poll(struct madvx_async *a, uint64_t ticket)
 
 	if (!a)
 		return -EINVAL;
+	if (forked(a))
+		return -ECHILD;
 	pthread_mutex_lock(&a->lock);
 	/* Drain first: a completion after this point signals it again. */
 	madvx_sys_read(a->efd, &cnt, sizeof(cnt));
@@ -451,6 +475,8 @@ MADVX_API int madvx_async_cqe(struct madvx_async *a, uint64_t user_data, int32_t
 	if (!a)
 		return -EINVAL;
 #ifdef MADVX_HAVE_LIBURING
+	if (forked(a))
+		return -ECHILD;
 	if (a->backend == MADVX_ASYNC_IO_URING) {
 		pthread_mutex_lock(&a->lock);
 		ret = madvx_uring_cqe(a, user_data, res);

@@ -479,6 +479,56 @@ START_TEST(threads_share_one_async)
 }
 END_TEST
 
+/* ---- fork: the child gets -ECHILD, never a hang ---- */
+
+static void fork_for(enum madvx_async_backend be)
+{
+	size_t pg = test_page();
+	uint8_t *p = test_map_filled(256, 4);
+	struct madvx_async *as = new_async(be, 0);
+	struct madvx_batch *b, *cb;
+	int status;
+	uint64_t t, t2;
+	pid_t pid;
+
+	ck_assert_int_eq(madvx_batch_create(NULL, &b), 0);
+	ck_assert_int_eq(madvx_batch_create(NULL, &cb), 0);
+	for (int i = 0; i < 256; i += 2)
+		ck_assert_int_ge(madvx_batch_add(b, p + i * pg, pg, MADV_DONTNEED), 0);
+	ck_assert_int_eq(madvx_async_submit(as, b, &t), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		alarm(20);
+		if (madvx_async_submit(as, cb, &t2) != -ECHILD ||
+		    madvx_async_wait(as, t) != -ECHILD || madvx_async_poll(as, t) != -ECHILD ||
+		    madvx_async_cqe(as, 0, 0) != -ECHILD)
+			_exit(3);
+		madvx_async_free(as);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "%s: child status 0x%x", madvx_async_backend_name(be), status);
+	ck_assert_int_eq(madvx_async_wait(as, t), 0);
+	for (int i = 0; i < 256; i++)
+		ck_assert_int_eq(test_resident(p + i * pg), i % 2);
+	madvx_batch_free(b);
+	madvx_batch_free(cb);
+	madvx_async_free(as);
+	munmap(p, 256 * pg);
+}
+
+START_TEST(fork_child_gets_echild)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(all_backends); i++) {
+		if (all_backends[i] == MADVX_ASYNC_IO_URING && !io_uring_ok())
+			continue;
+		fork_for(all_backends[i]);
+	}
+}
+END_TEST
+
 /* ---- teardown with requests in flight ---- */
 
 #define TD_BATCHES 4
@@ -795,6 +845,7 @@ int main(void)
 	tcase_add_test(api, tickets_poll_eventfd);
 	tcase_add_test(api, teardown_in_flight);
 	tcase_add_test(api, threads_share_one_async);
+	tcase_add_test(api, fork_child_gets_echild);
 	tcase_add_test(api, io_uring_blocked_by_seccomp);
 	tcase_add_test(api, io_uring_disabled_by_env);
 	tcase_add_test(api, env_override);
