@@ -12,6 +12,8 @@
  *  - wall_us: CLOCK_MONOTONIC;
  *  - caller_cpu_us: CLOCK_THREAD_CPUTIME_ID of the calling thread (adding,
  *    submitting, and reaping in the wait; sleeping in the wait is free);
+ *  - handoff_cpu_us (async variants): the caller's CPU until submit
+ *    returned - what a thread that hands off and gets on pays first;
  *  - total_cpu_us: CLOCK_PROCESS_CPUTIME_ID, every thread of the process,
  *    which includes io_uring's io-wq workers (they are threads of this
  *    process: "iou-wrk-*" in /proc/self/task); checked by iowq_cpu_us,
@@ -48,8 +50,13 @@ static const char *const vname[NV] = {
 	"libmadvx_async_thread", "libmadvx_async_io_uring",
 };
 
-enum { M_WALL, M_CALLER, M_TOTAL, M_IOWQ, NM };
-static const char *const mname[NM] = { "wall_us", "caller_cpu_us", "total_cpu_us", "iowq_cpu_us" };
+enum { M_WALL, M_CALLER, M_TOTAL, M_HANDOFF, M_IOWQ, NM };
+static const char *const mname[NM] = {
+	"wall_us", "caller_cpu_us", "total_cpu_us", "handoff_cpu_us", "iowq_cpu_us",
+};
+
+/* Caller CPU until the async variants' submit returned (the hand-off alone). */
+static uint64_t handoff_ns;
 
 struct p4 {
 	char *p;
@@ -120,6 +127,7 @@ static int run_async(struct p4 *s, struct madvx_async *as)
 
 	if (add_all(s) || madvx_async_submit(as, s->b, &t))
 		return -1;
+	handoff_ns = bench_thread_cpu_ns();
 	/* A real caller gets on with its work here. */
 	return madvx_async_wait(as, t);
 }
@@ -300,12 +308,15 @@ int bench_p4(const struct bench_opts *o)
 			w0 = bench_now_ns();
 			c0 = bench_thread_cpu_ns();
 			p0 = bench_proc_cpu_ns();
+			handoff_ns = 0;
 			if (run_variant(&s, v)) {
 				bench_note(o, "p4 %s failed", vname[v]);
 				goto out;
 			}
 			bench_samples_add(&smp[v][M_TOTAL], (double)(bench_proc_cpu_ns() - p0) / 1e3);
 			bench_samples_add(&smp[v][M_CALLER], (double)(bench_thread_cpu_ns() - c0) / 1e3);
+			if (handoff_ns)
+				bench_samples_add(&smp[v][M_HANDOFF], (double)(handoff_ns - c0) / 1e3);
 			bench_samples_add(&smp[v][M_WALL], (double)(bench_now_ns() - w0) / 1e3);
 			/* Workers that exited in between are missing here (not in total). */
 			bench_samples_add(&smp[v][M_IOWQ], (double)(iowq_ns() - q0) / 1e3);
@@ -317,12 +328,14 @@ int bench_p4(const struct bench_opts *o)
 	}
 	for (int v = 0; v < NV; v++) {
 		if (!s.avail[v]) {
-			for (int m = 0; m < NM - 1; m++)
+			for (int m = 0; m < M_HANDOFF; m++)
 				bench_report_na(o, "p4", vname[v], mname[m], s.why[v]);
 			continue;
 		}
 		for (int m = 0; m < NM; m++) {
 			if (m == M_IOWQ && v != V_URING && v != V_LIB_URING)
+				continue;
+			if (m == M_HANDOFF && v != V_LIB_THREAD && v != V_LIB_URING)
 				continue;
 			med[v][m] = bench_median(smp[v][m].v, smp[v][m].n);
 			bench_report(o, "p4", vname[v], mname[m], med[v][m], "us");
