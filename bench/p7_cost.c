@@ -264,7 +264,7 @@ int bench_p7(const struct bench_opts *o)
 		bench_target(o, "p7", "library user CPU ns per hint (sorted adds)",
 			     bench_median(user.v, user.n), 20, false);
 	}
-	bench_target(o, "p7", "library ns per hint, paired wall difference (sorted adds)",
+	bench_target(o, "p7", "library ns per hint, paired difference (sorted adds)",
 		     lib, 20, false);
 	vma_scaling(o, s.b, s.n);
 	ret = 0;
