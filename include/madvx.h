@@ -876,6 +876,8 @@ MADVX_API int madvx_async_submit(struct madvx_async *async, struct madvx_batch *
  * is the caller's again, madvx_batch_results() valid. Returns what
  * madvx_batch_flush() would have (0, or the -errno of the first failed
  * hint), or -ENOENT for a ticket that is unknown or already collected.
+ * With io_uring, a ring that fails to deliver completions (not a signal)
+ * returns io_uring_enter()'s -errno and leaves the ticket outstanding.
  */
 MADVX_API int madvx_async_wait(struct madvx_async *async, uint64_t ticket);
 

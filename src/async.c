@@ -306,7 +306,13 @@ MADVX_API void madvx_async_free(struct madvx_async *a)
 	while (any_queued(a)) {
 #ifdef MADVX_HAVE_LIBURING
 		if (a->backend == MADVX_ASYNC_IO_URING) {
-			madvx_uring_reap(a, true);
+			/*
+			 * A ring that cannot be reaped any more: leave. Its
+			 * SQEs hold no pointers into our memory (only ranges),
+			 * and io_uring_queue_exit() waits for them.
+			 */
+			if (madvx_uring_reap(a, true) < 0)
+				break;
 			continue;
 		}
 #endif
@@ -418,7 +424,13 @@ MADVX_API int madvx_async_wait(struct madvx_async *a, uint64_t ticket)
 	while (s->state != SLOT_DONE) {
 #ifdef MADVX_HAVE_LIBURING
 		if (a->backend == MADVX_ASYNC_IO_URING) {
-			madvx_uring_reap(a, true);
+			int r = madvx_uring_reap(a, true);
+
+			/* The ring failed (not a signal): the ticket stays, say why. */
+			if (r < 0) {
+				pthread_mutex_unlock(&a->lock);
+				return r;
+			}
 			continue;
 		}
 #endif
