@@ -23,4 +23,4 @@ need_pkgs() {
 }
 
 BUILD_PKGS=(gcc g++ meson ninja-build pkg-config liburing-dev)
-TEST_PKGS=(check libjemalloc-dev)
+TEST_PKGS=(check libjemalloc-dev libmimalloc-dev)
