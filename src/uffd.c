@@ -23,6 +23,15 @@
 
 #define FEAT(f) (1ULL << (f))
 
+/* close() that leaves errno alone (it can fail with EINTR after closing). */
+static void close_keep_errno(int fd)
+{
+	int e = errno;
+
+	close(fd);
+	errno = e;
+}
+
 _Static_assert(MADVX_UFFD_FEATURE_MOVE == UFFD_FEATURE_MOVE &&
 	       MADVX_UFFD_FEATURE_POISON == UFFD_FEATURE_POISON &&
 	       MADVX_UFFD_FEATURE_WP_ASYNC == UFFD_FEATURE_WP_ASYNC &&
@@ -223,8 +232,19 @@ static int check_opts(const struct madvx_uffd_opts *o)
 	return 0;
 }
 
+/* calloc() and close() may set errno; the library's callers keep theirs. */
+static int uffd_open(const struct madvx_uffd_opts *opts, struct madvx_uffd **out);
+
 MADVX_API int madvx_uffd_open(const struct madvx_uffd_opts *opts,
 			      struct madvx_uffd **out)
+{
+	int e = errno, ret = uffd_open(opts, out);
+
+	errno = e;
+	return ret;
+}
+
+static int uffd_open(const struct madvx_uffd_opts *opts, struct madvx_uffd **out)
 {
 	struct madvx_uffd_opts o = { .size = sizeof(o) };
 	struct uffdio_api api = { .api = UFFD_API };
@@ -291,6 +311,8 @@ MADVX_API int madvx_uffd_open(const struct madvx_uffd_opts *opts,
 
 MADVX_API void madvx_uffd_free(struct madvx_uffd *u)
 {
+	int e = errno;
+
 	if (!u)
 		return;
 	for (size_t i = 0; i < u->qlen; i++) {
@@ -307,6 +329,7 @@ MADVX_API void madvx_uffd_free(struct madvx_uffd *u)
 	close(u->fd);
 	pthread_mutex_destroy(&u->lock);
 	free(u);
+	errno = e;
 }
 
 MADVX_API int madvx_uffd_fd(const struct madvx_uffd *u)
@@ -380,7 +403,7 @@ static int range_has_anon_vma(uint64_t addr, uint64_t len)
 		}
 		addr = q.vma_end;
 	}
-	close(fd);
+	close_keep_errno(fd);
 	return anon;
 }
 
@@ -650,6 +673,22 @@ static int run_op(struct madvx_uffd *u, enum uffd_op op, struct run *r,
 	return 0;
 }
 
+/* The flags each operation takes; anything else is -EINVAL, not ignored. */
+static unsigned int op_flags(enum uffd_op op)
+{
+	unsigned int common = MADVX_UFFD_DONTWAKE | MADVX_UFFD_EEXIST_STOP | MADVX_UFFD_RETRY;
+
+	switch (op) {
+	case OP_COPY:
+	case OP_CONTINUE:
+		return common | MADVX_UFFD_MAP_WP;
+	case OP_MOVE:
+		return common | MADVX_UFFD_ALLOW_SRC_HOLES;
+	default:
+		return common;
+	}
+}
+
 static int single_op(struct madvx_uffd *u, enum uffd_op op, uint64_t dst,
 		     uint64_t src, uint64_t len, unsigned int flags, uint64_t *done)
 {
@@ -659,9 +698,7 @@ static int single_op(struct madvx_uffd *u, enum uffd_op op, uint64_t dst,
 
 	if (done)
 		*done = 0;
-	if (!u || flags & ~(MADVX_UFFD_DONTWAKE | MADVX_UFFD_MAP_WP |
-			    MADVX_UFFD_ALLOW_SRC_HOLES | MADVX_UFFD_EEXIST_STOP |
-			    MADVX_UFFD_RETRY))
+	if (!u || (flags & ~op_flags(op)))
 		return -EINVAL;
 	if (!len)
 		return 0;
@@ -805,10 +842,7 @@ static int list_op(struct madvx_uffd *u, enum uffd_op op,
 	bool sorted = true;
 	int fatal = 0;
 
-	if (!u || (!items && count) ||
-	    flags & ~(MADVX_UFFD_DONTWAKE | MADVX_UFFD_MAP_WP |
-		      MADVX_UFFD_ALLOW_SRC_HOLES | MADVX_UFFD_EEXIST_STOP |
-		      MADVX_UFFD_RETRY))
+	if (!u || (!items && count) || (flags & ~op_flags(op)))
 		return -EINVAL;
 	if (!count)
 		return 0;
@@ -1079,7 +1113,7 @@ static int dispatch(struct madvx_uffd *u, const struct madvx_uffd_handler *h,
 	if (h->event)
 		return h->event(u, ev, h->arg);
 	if (ev->type == MADVX_UFFD_EVENT_FORK)
-		close(ev->fork.fd);
+		close_keep_errno(ev->fork.fd);
 	return 0;
 }
 

@@ -179,6 +179,14 @@ START_TEST(copy_fills_and_eexist_continues)
 	ck_assert_uint_eq(done, 0);
 	ck_assert(page_is(dst, 0x80));
 
+	/* Flags an op does not take are refused, not ignored; errno stays the caller's. */
+	errno = 4242;
+	ck_assert_int_eq(madvx_uffd_zeropage(u, (uintptr_t)dst, pg, MADVX_UFFD_ALLOW_SRC_HOLES,
+					     &done), -EINVAL);
+	ck_assert_int_eq(madvx_uffd_move(u, (uintptr_t)dst, (uintptr_t)src, pg, MADVX_UFFD_MAP_WP,
+					 &done), -EINVAL);
+	ck_assert_int_eq(errno, 4242);
+
 	/* Unaligned destination and a range outside any registration. */
 	ck_assert_int_eq(madvx_uffd_copy(u, (uintptr_t)dst + 1, (uintptr_t)src, pg, 0, &done),
 			 -EINVAL);
