@@ -522,6 +522,45 @@ START_TEST(move_list_reports_per_item)
 }
 END_TEST
 
+/*
+ * One contiguous run over destination pages 0 (registered), 1 (unmapped),
+ * 2 and 3 (registered, two VMAs): the item at the hole fails alone, and the
+ * run goes on with VMA bounds looked up afresh, so pages 2 and 3 still go in
+ * one ioctl each without crossing their boundary.
+ */
+START_TEST(move_list_fails_one_vma)
+{
+	struct madvx_uffd_item it[4];
+	struct madvx_uffd *u;
+	uint8_t *dst, *src;
+
+	u = open_uffd(UFFD_FEATURE_MOVE);
+	dst = map_empty(4);
+	src = test_map_filled(4, 0x90);
+	ck_assert_int_eq(munmap(dst + pg, pg), 0);
+	ck_assert_int_eq(madvx_uffd_register(u, (uintptr_t)dst, pg, MADVX_UFFD_MISSING, NULL), 0);
+	ck_assert_int_eq(madvx_uffd_register(u, (uintptr_t)dst + 2 * pg, 2 * pg,
+					     MADVX_UFFD_MISSING, NULL), 0);
+	ck_assert_int_eq(madvise(dst + 3 * pg, pg, MADV_DONTFORK), 0);
+	for (size_t i = 0; i < 4; i++)
+		it[i] = item(dst + i * pg, src + i * pg, pg);
+	ck_assert_int_eq(madvx_uffd_move_list(u, it, 4, 0), -ENOENT);
+	ck_assert_int_eq(it[0].err, 0);
+	ck_assert_int_eq(it[1].err, -ENOENT);
+	ck_assert_uint_eq(it[1].done, 0);
+	ck_assert_int_eq(it[2].err, 0);
+	ck_assert_int_eq(it[3].err, 0);
+	ck_assert(page_is(dst, 0x90));
+	ck_assert(page_is(dst + 2 * pg, 0x92));
+	ck_assert(page_is(dst + 3 * pg, 0x93));
+	ck_assert(page_is(src + pg, 0x91));	/* stayed */
+	ck_assert_int_eq(test_resident(src + 3 * pg), 0);
+	madvx_uffd_free(u);
+	munmap(dst, 4 * pg);
+	munmap(src, 4 * pg);
+}
+END_TEST
+
 /* COPY lists assemble pages from scattered sources; contiguous ones coalesce. */
 START_TEST(copy_list_assembles)
 {
@@ -571,6 +610,7 @@ int main(int argc, char **argv)
 	add_if(tc, move_list_coalesces, UFFD_FEATURE_MOVE, "UFFD_FEATURE_MOVE (6.8)");
 	add_if(tc, move_list_splits_at_vmas, UFFD_FEATURE_MOVE, "UFFD_FEATURE_MOVE (6.8)");
 	add_if(tc, move_list_reports_per_item, UFFD_FEATURE_MOVE, "UFFD_FEATURE_MOVE (6.8)");
+	add_if(tc, move_list_fails_one_vma, UFFD_FEATURE_MOVE, "UFFD_FEATURE_MOVE (6.8)");
 	add_if(tc, continue_maps_page_cache, UFFD_FEATURE_MINOR_SHMEM,
 	       "UFFD_FEATURE_MINOR_SHMEM (5.14)");
 	add_if(tc, poison_raises_sigbus, UFFD_FEATURE_POISON, "UFFD_FEATURE_POISON (6.6)");
