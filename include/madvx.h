@@ -425,8 +425,8 @@ struct madvx_uffd;
  * so cannot sit in a poll/epoll loop; wait with madvx_uffd_read_events(),
  * madvx_uffd_handle() (timeout -1) or madvx_uffd_run() instead.
  */
-#define MADVX_UFFD_USER_MODE_ONLY	(1U << 1)	/* always UFFD_USER_MODE_ONLY (5.11) */
-#define MADVX_UFFD_KERNEL_FAULTS	(1U << 2)	/* never settle for USER_MODE_ONLY */
+#define MADVX_UFFD_USER_MODE_ONLY	(1U << 0)	/* always UFFD_USER_MODE_ONLY (5.11) */
+#define MADVX_UFFD_KERNEL_FAULTS	(1U << 1)	/* never settle for USER_MODE_ONLY */
 
 /*
  * Feature bits newer than the <linux/userfaultfd.h> of many distributions
