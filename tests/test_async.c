@@ -55,10 +55,13 @@ static const enum madvx_async_backend all_backends[] = {
 	MADVX_ASYNC_THREAD, MADVX_ASYNC_IO_URING, MADVX_ASYNC_SYNC,
 };
 
+static uint32_t test_depth;	/* io_uring queue_depth for new_async(), 0 = default */
+static size_t test_cases;	/* differential cases, 0 = default */
+
 static struct madvx_async *new_async(enum madvx_async_backend be, uint32_t tickets)
 {
 	struct madvx_async_opts o = { .size = sizeof(o), .backend = be,
-				      .max_tickets = tickets };
+				      .max_tickets = tickets, .queue_depth = test_depth };
 	struct madvx_async *a = NULL;
 
 	ck_assert_int_eq(madvx_async_create(&o, &a), 0);
@@ -236,7 +239,7 @@ static void diff_case(struct madvx_async *as, enum madvx_async_backend be, uint6
 static void diff_run(enum madvx_async_backend be)
 {
 	const char *l = getenv("MADVX_TEST_LONG");
-	size_t n = l && *l == '1' ? 5000 : 300;
+	size_t n = l && *l == '1' ? 5000 : test_cases ? test_cases : 300;
 	struct madvx_async *as;
 
 	if (be == MADVX_ASYNC_IO_URING && !io_uring_ok()) {
@@ -269,6 +272,18 @@ END_TEST
 START_TEST(differential_sync)
 {
 	diff_run(MADVX_ASYNC_SYNC);
+}
+END_TEST
+
+/*
+ * A ring of 2 SQEs (4 records in flight): planning stalls on a full pool and
+ * reaps in the middle of groups and epochs, barriers included.
+ */
+START_TEST(differential_io_uring_tiny_ring)
+{
+	test_depth = 2;
+	test_cases = 2000;	/* found a lost barrier at seed 464 */
+	diff_run(MADVX_ASYNC_IO_URING);
 }
 END_TEST
 
@@ -838,6 +853,7 @@ int main(void)
 	tcase_add_test(diff, differential_io_uring);
 	tcase_add_test(diff, differential_sync);
 	tcase_add_test(diff, differential_io_uring_no_madvise64);
+	tcase_add_test(diff, differential_io_uring_tiny_ring);
 	suite_add_tcase(s, diff);
 
 	tcase_set_timeout(api, 120);
