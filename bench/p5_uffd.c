@@ -136,7 +136,8 @@ int bench_p5(const struct bench_opts *o)
 		med[v] = bench_median(smp[v].v, smp[v].n);
 		bench_report(o, "p5", vname[v], "gib_per_s", med[v], "GiB/s");
 	}
-	bench_report(o, "p5", "move_list", "ratio_vs_move_single", med[V_LIST] / med[V_SINGLE], "x");
+	bench_report(o, "p5", "move_list", "ratio_vs_move_single",
+		     med[V_LIST] / med[V_SINGLE], "x");
 	bench_report(o, "p5", "move_list", "speedup_vs_move_4k", med[V_LIST] / med[V_MOVE4K], "x");
 	bench_target(o, "p5", "move_list / move_single", med[V_LIST] / med[V_SINGLE], 0.8, true);
 	bench_target(o, "p5", "move_list / move_4k", med[V_LIST] / med[V_MOVE4K], 5, true);
@@ -282,8 +283,10 @@ int bench_p5_fault(const struct bench_opts *o)
 	for (int v = 0; v < 2; v++) {
 		const char *name = v ? "2_mutators" : "1_mutator";
 
-		bench_report(o, "p5_fault", name, "rtt_p50", bench_median(p50[v].v, p50[v].n), "us");
-		bench_report(o, "p5_fault", name, "rtt_p99", bench_median(p99[v].v, p99[v].n), "us");
+		bench_report(o, "p5_fault", name, "rtt_p50",
+			     bench_median(p50[v].v, p50[v].n), "us");
+		bench_report(o, "p5_fault", name, "rtt_p99",
+			     bench_median(p99[v].v, p99[v].n), "us");
 	}
 	ret = 0;
 out:

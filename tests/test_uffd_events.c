@@ -401,9 +401,12 @@ static void *storm_mutator(void *arg)
 			atomic_fetch_add(&s->bad, 1);
 	}
 	/* Then every page once, in order: none may be lost. */
-	for (size_t i = 0; i < STORM_PAGES; i++)
-		if (((volatile uint64_t *)(s->area + i * pg))[1] != ((i & 1) ? 0 : page_word(s, i) + 1))
+	for (size_t i = 0; i < STORM_PAGES; i++) {
+		uint64_t v = ((volatile uint64_t *)(s->area + i * pg))[1];
+
+		if (v != ((i & 1) ? 0 : page_word(s, i) + 1))
 			atomic_fetch_add(&s->bad, 1);
+	}
 	return NULL;
 }
 

@@ -256,7 +256,8 @@ static void make_plan(void)
 			if (!live_here(o))
 				continue;
 			tp->piece[tp->n] = (uintptr_t)o;
-			atomic_store(&H.handle[o->id], (struct object *)(to + a * PAGE + tp->n * OBJ));
+			atomic_store(&H.handle[o->id],
+				     (struct object *)(to + a * PAGE + tp->n * OBJ));
 			if (++tp->n == PER_PAGE)
 				a++;
 		}
@@ -404,7 +405,8 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "--cycles") && i + 1 < argc) {
 			H.cycles = (unsigned int)strtoul(argv[++i], NULL, 0);
 		} else {
-			fprintf(stderr, "usage: gc-compact [--quick] [--pages N] [--threads N] [--cycles N]\n");
+			fprintf(stderr, "usage: gc-compact [--quick] [--pages N] "
+				"[--threads N] [--cycles N]\n");
 			return 2;
 		}
 	}
