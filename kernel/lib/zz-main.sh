@@ -239,7 +239,7 @@ cmd_exec()
 		boot_kernel "$RUN_DIR/$k.bzImage" "$RUN_DIR/initramfs.cpio.gz" "$RUN_DIR/$k.serial" "madvx.zram=256" || true
 		parse_log "$RUN_DIR/$k.serial" "$RUN_DIR" "$k"
 		echo "===== $name on $k ($(grep -m1 -o 'MADVX-BOOT [^ ]*' "$RUN_DIR/$k.serial" | cut -d' ' -f2 || echo 'no boot')) ====="
-		grep -a "^\[$name\] " "$RUN_DIR/$k.serial" | sed "s/^\[$name\] //" || true
+		grep -a "^\[$name\] " "$RUN_DIR/$k.serial" | tr -d "\r" | sed "s/^\[$name\] //" || true
 	done
 	# exec has no reference kernel: every kernel is judged on its own.
 	for k in "${labels[@]}"; do
@@ -282,7 +282,7 @@ cmd_parse()
 	dir=$(mktemp -d)
 	parse_log "$log" "$dir" k
 	awk '{ print $1 }' "$dir/k.results" >"$dir/expected"
-	grep -ao 'MADVX-START [^ ]*' "$log" | cut -d' ' -f2 >>"$dir/expected" || true
+	grep -ao 'MADVX-START [^ ]*' "$log" | tr -d '\r' | cut -d' ' -f2 >>"$dir/expected" || true
 	sort -u -o "$dir/expected" "$dir/expected"
 	[[ -s $dir/expected ]] || echo "(no tests)" >"$dir/expected"
 	judge "$dir" "$dir/expected" k
