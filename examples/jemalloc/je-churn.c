@@ -612,6 +612,14 @@ int main(int argc, char **argv)
 	printf("%-34s %14s %14s %10s\n", "metric (median)", "stock", "madvx", "madvx/stock");
 	for (int v = 0; v < 2; v++) if (o.variants & (1 << v)) COL(ops_s);
 	row("throughput", "ops/s", med, o.variants);
+	for (int v = 0; v < 2; v++) {
+		if (!(o.variants & (1 << v)))
+			continue;
+		printf("# %s throughput per rep (ops/s):", vname[v]);
+		for (unsigned k = 0; k < n; k++)
+			printf(" %.0f", smp[v][k].ops_s);
+		printf("\n");
+	}
 	for (int v = 0; v < 2; v++) if (o.variants & (1 << v)) COL(purges);
 	row("purge calls (jemalloc nmadvise)", "per rep", med, o.variants);
 	for (int v = 0; v < 2; v++) if (o.variants & (1 << v)) COL(syscalls);
