@@ -669,10 +669,38 @@ static void plan_entry(struct planner *pl, uint64_t start, uint64_t end,
  * boundaries. Unmapped parts are reported ENOMEM to the hints covering them,
  * and the mapped parts are still advised, as madvise() does.
  */
+/*
+ * The hints of a run (sorted by start) that can overlap [cur, pend): @lo
+ * skips hints while all hints up to it end at or before @cur (running
+ * maximum @m of their ends), @hi extends over hints starting before @pend.
+ * Both only move forward as the run is cut, so a run costs O(hints + pieces).
+ */
+struct run_window {
+	uint32_t lo, hi, last;
+	uint64_t m;
+};
+
+static void narrow(const struct madvx_batch *b, struct run_window *w,
+		   uint64_t cur, uint64_t pend)
+{
+	while (w->hi < w->last &&
+	       b->hints[pos_hint(b, b->use_sorted, w->hi + 1)].start < pend)
+		w->hi++;
+	while (w->lo < w->hi && w->m <= cur) {
+		uint64_t e = b->hints[pos_hint(b, b->use_sorted, ++w->lo)].end;
+
+		if (e > w->m)
+			w->m = e;
+	}
+}
+
 static void plan_run(struct planner *pl, uint64_t start, uint64_t end,
 		     uint32_t first, uint32_t last)
 {
 	struct madvx_batch *b = pl->b;
+	struct run_window w = {
+		first, first, last, b->hints[pos_hint(b, b->use_sorted, first)].end,
+	};
 	uint64_t cur = start;
 	uint32_t pieces = 0;
 
@@ -681,20 +709,24 @@ static void plan_run(struct planner *pl, uint64_t start, uint64_t end,
 		int ret = madvx_vma_find(&b->vmas, cur, &v);
 
 		if (ret == -ENOENT || (ret == 0 && v.start >= end)) {
-			credit_range(b, b->use_sorted, first, last, cur, end - cur, false, ENOMEM);
+			narrow(b, &w, cur, end);
+			credit_range(b, b->use_sorted, w.lo, w.hi, cur, end - cur, false, ENOMEM);
 			break;
 		}
 		if (ret) {
 			/* No source of bounds: let the kernel walk the VMAs. */
-			plan_entry(pl, cur, end, first, last, false);
+			narrow(b, &w, cur, end);
+			plan_entry(pl, cur, end, w.lo, w.hi, false);
 			pieces++;
 			break;
 		}
 		if (v.start > cur) {
-			credit_range(b, b->use_sorted, first, last, cur, v.start - cur, false, ENOMEM);
+			narrow(b, &w, cur, v.start);
+			credit_range(b, b->use_sorted, w.lo, w.hi, cur, v.start - cur, false, ENOMEM);
 			cur = v.start;
 		}
-		plan_entry(pl, cur, v.end < end ? v.end : end, first, last, v.uffd);
+		narrow(b, &w, cur, v.end < end ? v.end : end);
+		plan_entry(pl, cur, v.end < end ? v.end : end, w.lo, w.hi, v.uffd);
 		pieces++;
 		cur = v.end;
 	}

@@ -70,9 +70,10 @@ static struct {
 	size_t pages, nobj;
 	unsigned int threads, cycles;
 	uint8_t *space[2];
-	int from;			/* index of the current from-space */
+	_Atomic int from;		/* index of the current from-space */
 	struct object *_Atomic *handle;	/* id -> object, NULL when dead */
-	struct to_page *plan;		/* to-space page -> how to fill it */
+	struct to_page *plans[2];	/* per space: its page -> how to fill it */
+	struct to_page *plan;		/* the current to-space's */
 	size_t plan_len, dense;
 	struct madvx_uffd *uffd;
 	pthread_rwlock_t safepoint;	/* mutators read-hold it between safepoints */
@@ -162,12 +163,22 @@ static void assemble(const struct to_page *tp, uint8_t *buf)
 /* Handler: resolve the fault on one to-space page the way the plan says. */
 static int on_fault(struct madvx_uffd *u, const struct madvx_uffd_event *ev, void *arg)
 {
-	uint8_t *to = H.space[!H.from];
-	uint64_t addr = ev->fault.addr & ~(PAGE - 1);
-	const struct to_page *tp = &H.plan[(addr - (uintptr_t)to) / PAGE];
+	int t = !atomic_load(&H.from);
+	uint64_t addr = ev->fault.addr & ~(PAGE - 1), base = (uintptr_t)H.space[t];
 	static __thread uint8_t buf[PAGE] __attribute__((aligned(PAGE)));
+	const struct to_page *tp;
 
 	(void)arg;
+	/*
+	 * A fault event read just before the collector finished a cycle can be
+	 * dispatched after it flipped the spaces: its page was resolved by the
+	 * collector meanwhile (it had to be, for the cycle to end). Wake and go.
+	 */
+	if (addr < base || addr >= base + H.pages * PAGE) {
+		madvx_uffd_wake(u, addr, PAGE);
+		return 0;
+	}
+	tp = &H.plans[t][(addr - base) / PAGE];
 	if (tp->moved) {
 		atomic_fetch_add(&H.fault_moves, 1);
 		return madvx_uffd_move(u, addr, tp->src, PAGE, MADVX_UFFD_RETRY, NULL);
@@ -301,6 +312,7 @@ static int collect(unsigned int cycle, uint64_t *seed)
 	pthread_rwlock_wrlock(&H.safepoint);		/* safepoint: mutators stopped */
 	t1 = now_ns();
 	kill_objects(seed);
+	H.plan = H.plans[!H.from];
 	memset(H.plan, 0, H.pages * sizeof(*H.plan));
 	make_plan();
 	ret = madvx_uffd_register(H.uffd, (uintptr_t)to, len, MADVX_UFFD_MISSING, NULL);
@@ -430,9 +442,10 @@ int main(int argc, char **argv)
 		madvise(H.space[s], H.pages * PAGE, MADV_NOHUGEPAGE);
 	}
 	H.handle = calloc(H.nobj, sizeof(*H.handle));
-	H.plan = calloc(H.pages, sizeof(*H.plan));
+	H.plans[0] = calloc(H.pages, sizeof(*H.plans[0]));
+	H.plans[1] = calloc(H.pages, sizeof(*H.plans[1]));
 	mt = calloc(H.threads, sizeof(*mt));
-	if (!H.handle || !H.plan || !mt)
+	if (!H.handle || !H.plans[0] || !H.plans[1] || !mt)
 		return 1;
 	{
 		pthread_rwlockattr_t a;
@@ -475,7 +488,8 @@ int main(int argc, char **argv)
 	munmap(H.space[0], H.pages * PAGE);
 	munmap(H.space[1], H.pages * PAGE);
 	free(H.handle);
-	free(H.plan);
+	free(H.plans[0]);
+	free(H.plans[1]);
 	free(mt);
 	return ret ? 1 : 0;
 }
