@@ -249,6 +249,7 @@ static int uffd_open(const struct madvx_uffd_opts *opts, struct madvx_uffd **out
 	struct madvx_uffd_opts o = { .size = sizeof(o) };
 	struct uffdio_api api = { .api = UFFD_API };
 	struct madvx_uffd *u;
+	uint64_t want;
 	bool umo;
 	int fd, ret;
 
@@ -269,8 +270,10 @@ static int uffd_open(const struct madvx_uffd_opts *opts, struct madvx_uffd **out
 	fd = open_fd(o.flags, &umo);
 	if (fd < 0)
 		return fd;
+	/* The kernel answers with all it has; what is enabled is what we ask for. */
 	api.features = o.features |
 		(o.optional_features & ~madvx_uffd_missing_features(o.optional_features));
+	want = api.features;
 	ret = madvx_sys_ioctl(fd, UFFDIO_API, &api);
 	if (ret) {
 		close(fd);
@@ -285,9 +288,7 @@ static int uffd_open(const struct madvx_uffd_opts *opts, struct madvx_uffd **out
 	u->fd = fd;
 	u->evfd = u->epfd = -1;
 	u->user_mode_only = umo;
-	/* The kernel answers with all it has; what is enabled is what we asked. */
-	u->features = o.features |
-		(o.optional_features & ~madvx_uffd_missing_features(o.optional_features));
+	u->features = want;
 	pthread_mutex_init(&u->lock, NULL);
 	u->q = calloc(QUEUE_CAP, sizeof(*u->q));
 	if (!u->q) {
