@@ -10,6 +10,8 @@
  * otherwise the executable is skipped with the reason.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 
@@ -198,6 +200,71 @@ START_TEST(raw_vector_single_vma_entries_take_no_mmap_lock)
 }
 END_TEST
 
+/* ---- controls: the tool itself sees what it must, so a 0 above means 0 ---- */
+
+static void cold_cb(void *arg)
+{
+	madvise(arg, 16 * test_page(), MADV_COLD);
+}
+
+START_TEST(locktrace_sees_a_read_lock)
+{
+	uint8_t *p = test_map_filled(16, 3);
+	struct locktrace_result r;
+
+	ck_assert_int_eq(locktrace_measure(&lt, cold_cb, p, &r), 0);
+	ck_assert_uint_eq(r.self.acq_read, 1);
+	ck_assert_uint_eq(r.self.acq_write, 0);
+	ck_assert_uint_gt(r.self.held_ns, 0);
+	munmap(p, 16 * test_page());
+}
+END_TEST
+
+static pthread_barrier_t bar;
+static atomic_int other_go;
+
+static void *other_thread(void *arg)
+{
+	(void)arg;
+	pthread_barrier_wait(&bar);
+	while (!atomic_load(&other_go))
+		;
+	for (int i = 0; i < 4; i++) {
+		void *q = mmap(NULL, test_page(), PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		munmap(q, test_page());
+	}
+	atomic_store(&other_go, 2);
+	return NULL;
+}
+
+static void wait_other_cb(void *arg)
+{
+	(void)arg;
+	atomic_store(&other_go, 1);
+	while (atomic_load(&other_go) != 2)
+		;
+}
+
+START_TEST(locktrace_sees_other_threads)
+{
+	struct locktrace_result r;
+	pthread_t th;
+
+	atomic_store(&other_go, 0);
+	pthread_barrier_init(&bar, NULL, 2);
+	ck_assert_int_eq(pthread_create(&th, NULL, other_thread, NULL), 0);
+	pthread_barrier_wait(&bar);
+	ck_assert_int_eq(locktrace_measure(&lt, wait_other_cb, NULL, &r), 0);
+	pthread_join(th, NULL);
+	pthread_barrier_destroy(&bar);
+	/* 4 x (mmap + munmap): at least 8 write acquisitions, none by the caller. */
+	ck_assert_uint_ge(r.others.acq_write, 8);
+	ck_assert_uint_eq(r.self.acq_read + r.self.acq_write, 0);
+}
+END_TEST
+
 static void warm_up(void)
 {
 	struct madvx_batch *b;
@@ -235,6 +302,8 @@ int main(void)
 	}
 	warm_up();
 	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, locktrace_sees_a_read_lock);
+	tcase_add_test(tc, locktrace_sees_other_threads);
 	tcase_add_test(tc, batch_flush_takes_no_mmap_lock);
 	if (vec) {
 		tcase_add_test(tc, raw_vector_with_crossing_entry_takes_mmap_lock);
