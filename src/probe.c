@@ -487,6 +487,15 @@ static enum madvx_lock advice_lock_for(const struct advice_desc *d)
 {
 	if (d->lock == MADVX_LOCK_PER_VMA && !madvx_has(MADVX_FEAT_PER_VMA_MADVISE))
 		return MADVX_LOCK_MMAP_READ;
+	/*
+	 * The guard advices joined the per-VMA path after 6.18 (measured there
+	 * with madvx-probe --verify: mmap_read_lock even inside one VMA) and
+	 * are on it in 7.3's get_lock_mode(); the release in between is not
+	 * pinned down, so claim the fast path only from 7.3.
+	 */
+	if ((d->advice == MADV_GUARD_INSTALL || d->advice == MADV_GUARD_REMOVE) &&
+	    madvx_probe()->version < MADVX_KVER(7, 3, 0))
+		return MADVX_LOCK_MMAP_READ;
 	if ((d->advice == MADV_COLD || d->advice == MADV_PAGEOUT) &&
 	    madvx_has(MADVX_FEAT_PER_VMA_COLD_PAGEOUT))
 		return MADVX_LOCK_PER_VMA;
