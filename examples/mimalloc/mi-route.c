@@ -40,7 +40,7 @@ static struct {
 	_Atomic bool on;
 } c;
 
-static __thread bool inside;
+static __thread bool inside, tb_gone;
 static __thread struct madvx_batch *tb;
 static pthread_key_t tb_key;
 
@@ -48,6 +48,7 @@ static void tb_free(void *b)
 {
 	madvx_batch_free(b);
 	tb = NULL;
+	tb_gone = true;	/* mimalloc's own thread-exit purges come later */
 }
 
 static int raw_madvise(void *addr, size_t len, int advice)
@@ -64,7 +65,7 @@ static int route(void *addr, size_t len, int advice)
 	int ret;
 
 	if (!tb) {
-		if (madvx_batch_create(&o, &tb))
+		if (tb_gone || madvx_batch_create(&o, &tb))
 			return raw_madvise(addr, len, advice);
 		pthread_setspecific(tb_key, tb);
 	}
