@@ -33,7 +33,7 @@ struct hint_int {
 	uint64_t start;
 	uint64_t end;		/* start + len rounded up to pages */
 	uint64_t len;		/* as added */
-	uint64_t done;
+	uint64_t undone;	/* bytes of [start, end) not applied */
 	int32_t err;
 	uint32_t epoch;
 	int32_t advice;
@@ -340,7 +340,7 @@ MADVX_API int madvx_batch_add(struct madvx_batch *b, void *addr, size_t len, int
 	h->start = start;
 	h->end = start + align_up(len, madvx_page_size());
 	h->len = len;
-	h->done = 0;
+	h->undone = 0;
 	h->err = 0;
 	h->advice = advice;
 	h->adv_idx = (int16_t)adv_idx;
@@ -400,13 +400,19 @@ static void sort_epoch(struct madvx_batch *b, uint32_t from, uint32_t to)
 	radix_sort(s, b->scratch, n);
 }
 
-/* ---- crediting results to hints ---- */
+/*
+ * ---- crediting results to hints ----
+ *
+ * Only failures are credited: a hint's bytes done are its rounded length
+ * minus what failed, so an entry the kernel applied in full costs no work
+ * per hint (runs are disjoint and their entries too, so nothing counts twice).
+ */
 
-static void credit_hint(struct madvx_batch *b, uint32_t idx, uint64_t done, int err)
+static void credit_hint(struct madvx_batch *b, uint32_t idx, uint64_t undone, int err)
 {
 	struct hint_int *h = &b->hints[idx];
 
-	h->done += done;
+	h->undone += undone;
 	if (unlikely(err) && !h->err) {
 		h->err = err;
 		b->flush_failed++;
@@ -420,9 +426,9 @@ static uint64_t overlap(uint64_t a0, uint64_t a1, uint64_t b0, uint64_t b1)
 	return hi > lo ? hi - lo : 0;
 }
 
-/* Credit [start, start + len) of positions first..last: @ok bytes done or @err. */
-static void credit_range(struct madvx_batch *b, bool via_sorted, uint32_t first,
-			 uint32_t last, uint64_t start, uint64_t len, bool ok, int err)
+/* [start, start + len) failed with @err for the hints at positions first..last. */
+static void credit_failure(struct madvx_batch *b, bool via_sorted, uint32_t first,
+			   uint32_t last, uint64_t start, uint64_t len, int err)
 {
 	for (uint32_t k = first; k <= last; k++) {
 		uint32_t idx = pos_hint(b, via_sorted, k);
@@ -430,21 +436,16 @@ static void credit_range(struct madvx_batch *b, bool via_sorted, uint32_t first,
 		uint64_t ov = overlap(h->start, h->end, start, start + len);
 
 		if (ov)
-			credit_hint(b, idx, ok ? ov : 0, ok ? 0 : err);
+			credit_hint(b, idx, ov, err);
 	}
 }
 
 void madvx_entry_done(struct madvx_batch *b, const struct madvx_entry *e,
 		      uint64_t done, int err)
 {
-	if (done)
-		b->st.bytes += done;
-	if (!err) {
-		credit_range(b, e->via_sorted, e->first, e->last, e->start, e->len, true, 0);
-		return;
-	}
-	/* A failed entry: whatever part was done is credited by the caller. */
-	credit_range(b, e->via_sorted, e->first, e->last, e->start, e->len, false, err);
+	b->st.bytes += done;
+	if (err)
+		credit_failure(b, e->via_sorted, e->first, e->last, e->start, e->len, err);
 }
 
 /* Bytes of [start, start + len) that are mapped now (fresh lookups). */
@@ -478,11 +479,12 @@ void madvx_entry_enomem(struct madvx_batch *b, const struct madvx_entry *e)
 			continue;
 		m = mapped_bytes(b, lo, ov);
 		b->st.bytes += m;
-		credit_hint(b, idx, m, m < ov ? ENOMEM : 0);
+		if (m < ov)
+			credit_hint(b, idx, ov - m, ENOMEM);
 	}
 }
 
-void madvx_entry_madvise(struct madvx_batch *b, int advice, const struct madvx_entry *e)
+long madvx_entry_madvise(struct madvx_batch *b, int advice, const struct madvx_entry *e)
 {
 	long ret;
 
@@ -499,6 +501,7 @@ void madvx_entry_madvise(struct madvx_batch *b, int advice, const struct madvx_e
 		madvx_entry_enomem(b, e);
 	else
 		madvx_entry_done(b, e, 0, (int)-ret);
+	return ret;
 }
 
 /* ---- issuing ---- */
@@ -531,12 +534,11 @@ static void issue_madvise_each(struct madvx_batch *b, int advice,
 static bool vector_entry_failed(struct madvx_batch *b, int advice,
 				struct madvx_entry *e, long ret)
 {
-	const struct hint_int *first = &b->hints[pos_hint(b, e->via_sorted, e->first)];
-	uint64_t before = first->done;
 	bool rejected = false;
+	long mret;
 
 	/* Whatever the reason, the entry itself gets madvise()'s exact answer. */
-	madvx_entry_madvise(b, advice, e);
+	mret = madvx_entry_madvise(b, advice, e);
 	b->st.madvise_fallbacks++;
 	switch (ret) {
 	case -ENOSYS:
@@ -548,7 +550,7 @@ static bool vector_entry_failed(struct madvx_batch *b, int advice,
 	case -EINVAL:
 	case -EPERM:
 		/* madvise() managed what process_madvise() refused: the call is the problem. */
-		rejected = first->done > before && !first->err;
+		rejected = mret == 0;
 		if (rejected)
 			atomic_fetch_or(&pmadv_rejected,
 					1ULL << madvx_advice_index(advice));
@@ -624,12 +626,15 @@ static void issue_planned(struct madvx_batch *b, int advice, uint32_t n)
 	uint32_t nfast = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
-		if (!e[i].fallback) {
+		if (e[i].fallback)
+			continue;
+		if (i != nfast) {
 			struct madvx_entry t = e[i];
 
 			e[i] = e[nfast];
-			e[nfast++] = t;
+			e[nfast] = t;
 		}
+		nfast++;
 	}
 	if (nfast)
 		issue_group(b, advice, e, nfast);
@@ -644,7 +649,22 @@ struct planner {
 	int advice;
 	bool fast_advice;	/* the advice can run under the per-VMA lock */
 	uint32_t n;		/* entries planned, not yet issued */
+	struct madvx_vma last;	/* the VMA of the previous run: runs come in address order */
 };
+
+static int planner_vma(struct planner *pl, uint64_t addr, struct madvx_vma *v)
+{
+	int ret;
+
+	if (addr >= pl->last.start && addr < pl->last.end) {
+		*v = pl->last;
+		return 0;
+	}
+	ret = madvx_vma_find(&pl->b->vmas, addr, v);
+	if (!ret && v->start <= addr)
+		pl->last = *v;
+	return ret;
+}
 
 static void plan_entry(struct planner *pl, uint64_t start, uint64_t end,
 		       uint32_t first, uint32_t last, bool uffd)
@@ -706,11 +726,11 @@ static void plan_run(struct planner *pl, uint64_t start, uint64_t end,
 
 	while (cur < end) {
 		struct madvx_vma v;
-		int ret = madvx_vma_find(&b->vmas, cur, &v);
+		int ret = planner_vma(pl, cur, &v);
 
 		if (ret == -ENOENT || (ret == 0 && v.start >= end)) {
 			narrow(b, &w, cur, end);
-			credit_range(b, b->use_sorted, w.lo, w.hi, cur, end - cur, false, ENOMEM);
+			credit_failure(b, b->use_sorted, w.lo, w.hi, cur, end - cur, ENOMEM);
 			break;
 		}
 		if (ret) {
@@ -722,7 +742,7 @@ static void plan_run(struct planner *pl, uint64_t start, uint64_t end,
 		}
 		if (v.start > cur) {
 			narrow(b, &w, cur, v.start);
-			credit_range(b, b->use_sorted, w.lo, w.hi, cur, v.start - cur, false, ENOMEM);
+			credit_failure(b, b->use_sorted, w.lo, w.hi, cur, v.start - cur, ENOMEM);
 			cur = v.start;
 		}
 		narrow(b, &w, cur, v.end < end ? v.end : end);
@@ -791,7 +811,7 @@ static void hint_result(const struct hint_int *h, struct madvx_hint *r)
 {
 	*r = (struct madvx_hint){
 		.addr = h->start, .len = h->len, .advice = h->advice,
-		.err = h->err, .done = h->done,
+		.err = h->err, .done = (h->end - h->start) - h->undone,
 	};
 }
 

@@ -58,7 +58,7 @@ MADVX_HIDDEN void madvx_entry_done(struct madvx_batch *b, const struct madvx_ent
 MADVX_HIDDEN void madvx_entry_enomem(struct madvx_batch *b, const struct madvx_entry *e);
 
 /* Apply one entry with madvise(2) and credit it: the exact-semantics path. */
-MADVX_HIDDEN void madvx_entry_madvise(struct madvx_batch *b, int advice,
+MADVX_HIDDEN long madvx_entry_madvise(struct madvx_batch *b, int advice,
 				      const struct madvx_entry *e);
 
 #endif /* MADVX_BATCH_H */
