@@ -403,7 +403,8 @@ static int run_one(const struct opts *o, int v, unsigned rep, bool trace, struct
 		out->entries_per_call = calls ? (double)(s1.madvx_entries - s0.madvx_entries) /
 						(double)calls : 0;
 	} else {
-		/* jemalloc's own hooks: one madvise() per purge; nmadvise misses a few (strace: BENCHMARKS.md). */
+		/* jemalloc's own hooks: one madvise() per purge (nmadvise misses a few
+		 * that strace sees: BENCHMARKS.md). */
 		out->syscalls = out->purges;
 		out->entries_per_call = 1;
 	}
