@@ -89,7 +89,9 @@ variant_srcdir()
 		echo "$SRC_PRISTINE"
 		return
 	fi
+	lock tree
 	prepare_patched_tree >&2
+	unlock tree
 	echo "$SRC_PATCHED"
 }
 
@@ -175,18 +177,32 @@ check_config()
 	fi
 }
 
-# Build one variant; sets BZIMAGE.
+# Build one variant; sets BZIMAGE.  With $2, copy the bzImage there while
+# the build dir is still locked.
 build_variant()
 {
-	local v=$1 key bdir src frags t0
-	key=$(variant_key "$v")
+	local v=$1 copy=${2:-}
+	local bdir lname
 	bdir=$(variant_builddir "$v")
+	lname="build-$(basename "$bdir")"
+	lock "$lname"
+	build_variant_locked "$v" "$bdir"
+	[[ -z $copy ]] || cp "$BZIMAGE" "$copy"
+	unlock "$lname"
+}
+
+build_variant_locked()
+{
+	local v=$1 bdir=$2 key src frags t0
+	key=$(variant_key "$v")
 	BZIMAGE="$bdir/arch/x86/boot/bzImage"
 	if [[ -f $bdir/.madvx-key && $(cat "$bdir/.madvx-key") = "$key" && -f $BZIMAGE ]]; then
 		log "build $v: up to date (key $key) -> $BZIMAGE"
 		return
 	fi
 	src=$(variant_srcdir "$v")
+	# Nobody may re-apply a series under a running build.
+	[[ $src = "$SRC_PRISTINE" ]] || lock tree -s
 	frags=$(variant_fragments "$v")
 	mkdir -p "$bdir"
 	rm -f "$bdir/.madvx-key"
@@ -209,6 +225,7 @@ build_variant()
 		die "build $v: make bzImage failed (log: $bdir/madvx-build.log)"
 	fi
 	echo "$key" >"$bdir/.madvx-key"
+	unlock tree
 	log "build $v: done in $((SECONDS - t0)) s -> $BZIMAGE"
 }
 

@@ -159,8 +159,10 @@ extract_source()
 
 cmd_fetch()
 {
+	lock src
 	fetch_deb
 	extract_source
+	unlock src
 	log "fetch: base is $MADVX_KERNEL_PACKAGE $DEBVER (Linux $(kernel_version "$SRC_PRISTINE")) in $SRC_PRISTINE"
 }
 

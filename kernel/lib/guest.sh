@@ -64,6 +64,7 @@ build_kselftests()
 	KSFT_OUT="$(dirname "$SRC_PRISTINE")/ksft-$key"
 	# The patched tree may have changed under the same series hash only if
 	# someone edited it by hand; rebuild the shadow when the series changes.
+	[[ $src = "$SRC_PRISTINE" ]] || lock tree -s
 	ksft_shadow "$src" "$shadow"
 	headers_install "$src" "$hdr"
 	mkdir -p "$KSFT_OUT"
@@ -77,6 +78,7 @@ build_kselftests()
 		tail -n 40 "$KSFT_OUT/build.log" >&2
 		die "kselftests: build failed (log: $KSFT_OUT/build.log)"
 	fi
+	unlock tree
 	for name in "${targets[@]}"; do
 		is_static_elf "$name" || die "kselftest $(basename "$name") is not a static executable"
 	done
@@ -135,10 +137,13 @@ build_init()
 	fi
 }
 
-# Assemble and pack the initramfs.  Sets INITRAMFS.
+# Assemble and pack the initramfs; with a run dir as $1, copy it there
+# (initramfs.cpio.gz, tests.list, not-in-guest.list) before the lock goes.
+# Sets INITRAMFS.
 build_initramfs()
 {
 	local stage t name to bb dir
+	lock initramfs
 	dir="$CACHE/initramfs"
 	stage="$dir/root"
 	rm -rf "$stage"
@@ -176,6 +181,12 @@ build_initramfs()
 		cpio --null -o -H newc --quiet --owner=0:0 | gzip -1 >"$INITRAMFS.tmp")
 	mv "$INITRAMFS.tmp" "$INITRAMFS"
 	cp "$stage/madvx/tests.list" "$dir/tests.list"
+	if [[ -n ${1:-} ]]; then
+		cp "$INITRAMFS" "$1/initramfs.cpio.gz"
+		cp "$dir/tests.list" "$dir/not-in-guest.list" "$1/"
+		INITRAMFS="$1/initramfs.cpio.gz"
+	fi
+	unlock initramfs
 	log "initramfs: $(wc -l <"$dir/tests.list") tests, $(du -h "$INITRAMFS" | cut -f1) -> $INITRAMFS"
 }
 

@@ -78,35 +78,20 @@ cmd_deps()
 		missing+=(busybox-static)
 	fi
 	((${#missing[@]})) || return 0
+	lock deps
 	log "deps: installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -q >"$CACHE/apt-deps.log" 2>&1 || { cat "$CACHE/apt-deps.log" >&2; die "apt-get update failed"; }
 	apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$CACHE/apt-deps.log" 2>&1 ||
 		{ tail -n 30 "$CACHE/apt-deps.log" >&2; die "apt-get install ${missing[*]} failed"; }
+	unlock deps
 	log "deps: installed in $((SECONDS - t0)) s"
-}
-
-# Builds share the cache: one kernel/run at a time in the build phase.
-# Boots run concurrently, from copies in their run dir.
-build_lock()
-{
-	exec {BUILD_LOCK_FD}>"$CACHE/.build-lock"
-	if ! flock -n "$BUILD_LOCK_FD"; then
-		log "waiting for another kernel/run to finish its build phase"
-		flock "$BUILD_LOCK_FD"
-	fi
-}
-
-build_unlock()
-{
-	[[ -n ${BUILD_LOCK_FD:-} ]] && flock -u "$BUILD_LOCK_FD"
-	return 0
 }
 
 # Kernel for a variant, building it if needed; sets BZIMAGE.
 kernel_for()
 {
-	build_variant "$1"
+	build_variant "$@"
 }
 
 cmd_test()
@@ -125,21 +110,15 @@ cmd_test()
 		esac
 		shift
 	done
-	build_lock
 	cmd_deps
 	cmd_fetch
 	IFS=, read -r -a labels <<<"$kernels"
 	new_run_dir
 	for k in "${labels[@]}"; do
-		kernel_for "$k"
-		cp "$BZIMAGE" "$RUN_DIR/$k.bzImage"
+		kernel_for "$k" "$RUN_DIR/$k.bzImage"
 	done
-	build_initramfs
+	build_initramfs "$RUN_DIR"
 	record_versions
-	cp "$CACHE/initramfs/tests.list" "$RUN_DIR/tests.list"
-	cp "$INITRAMFS" "$RUN_DIR/initramfs.cpio.gz"
-	cp "$CACHE/initramfs/not-in-guest.list" "$RUN_DIR/"
-	build_unlock
 	expected_tests "$RUN_DIR/tests.list" "$only" "$skip" >"$RUN_DIR/expected"
 	[[ -s $RUN_DIR/expected ]] || die "no test selected"
 	cmdline=""
@@ -166,11 +145,12 @@ cmd_test()
 	return $rc
 }
 
-# A small initramfs: init + busybox, no tests (for exec and shell).  Sets
-# INITRAMFS_MIN.
+# A small initramfs: init + busybox, no tests (for exec and shell), written
+# to $1.
 build_min_initramfs()
 {
 	local stage="$CACHE/initramfs/min" t bb
+	lock initramfs
 	rm -rf "$stage"
 	mkdir -p "$stage"/{bin,sbin,dev,proc,sys,tmp,run,madvx}
 	build_init "$CACHE/initramfs/init"
@@ -186,9 +166,9 @@ build_min_initramfs()
 		done
 	fi
 	: >"$stage/madvx/tests.list"
-	INITRAMFS_MIN="$CACHE/initramfs/min.cpio.gz"
 	(cd "$stage" && find . -print0 | LC_ALL=C sort -z |
-		cpio --null -o -H newc --quiet --owner=0:0 | gzip -1 >"$INITRAMFS_MIN")
+		cpio --null -o -H newc --quiet --owner=0:0 | gzip -1 >"$1")
+	unlock initramfs
 }
 
 cmd_exec()
@@ -219,20 +199,17 @@ cmd_exec()
 	EXTRA_PATHS=("$bin")
 	EXTRA_TIMEOUTS=("$timeout")
 	EXTRA_ARGS=("$*")
-	build_lock
 	cmd_deps
 	cmd_fetch
 	IFS=, read -r -a labels <<<"$kernels"
 	new_run_dir
 	for k in "${labels[@]}"; do
-		kernel_for "$k"
-		cp "$BZIMAGE" "$RUN_DIR/$k.bzImage"
+		kernel_for "$k" "$RUN_DIR/$k.bzImage"
 	done
-	build_min_initramfs
+	build_min_initramfs "$RUN_DIR/min.cpio.gz"
 	record_versions
 	build_extra_archive "$RUN_DIR/extra.cpio.gz"
-	cat "$INITRAMFS_MIN" "$RUN_DIR/extra.cpio.gz" >"$RUN_DIR/initramfs.cpio.gz"
-	build_unlock
+	cat "$RUN_DIR/min.cpio.gz" "$RUN_DIR/extra.cpio.gz" >"$RUN_DIR/initramfs.cpio.gz"
 	echo "extra/$name" >"$RUN_DIR/expected"
 	for k in "${labels[@]}"; do
 		log "exec: $name on $k"
@@ -260,16 +237,12 @@ cmd_shell()
 		esac
 		shift
 	done
-	build_lock
 	cmd_deps
 	cmd_fetch
-	kernel_for "$k"
-	build_min_initramfs
 	local tmp
 	tmp=$(mktemp -d)
-	cp "$BZIMAGE" "$tmp/bzImage"
-	cp "$INITRAMFS_MIN" "$tmp/initramfs.cpio.gz"
-	build_unlock
+	kernel_for "$k" "$tmp/bzImage"
+	build_min_initramfs "$tmp/initramfs.cpio.gz"
 	BZIMAGE=$tmp/bzImage
 	INITRAMFS_MIN=$tmp/initramfs.cpio.gz
 	log "shell: $k kernel, busybox sh on the serial console; 'poweroff -f' or exit to quit (Ctrl-A X kills QEMU)"
