@@ -319,7 +319,22 @@ static int unprivileged_child(void)
 		return 14;
 	ret = madvx_uffd_user_mode_only(u);
 	madvx_uffd_free(u);
-	return ret == 1 ? 1 : 0;	/* exit 1: worked, with USER_MODE_ONLY */
+	if (ret == 1) {
+		/*
+		 * Only user-mode faults for us: insisting on kernel faults must
+		 * fail, unless /dev/userfaultfd lets nobody in.
+		 */
+		struct madvx_uffd_opts o = { .size = sizeof(o),
+					     .flags = MADVX_UFFD_KERNEL_FAULTS };
+		int want = access("/dev/userfaultfd", R_OK | W_OK) ? -EPERM : 0;
+
+		ret = madvx_uffd_open(&o, &u);
+		if (ret != want)
+			return 15;
+		madvx_uffd_free(u);
+		return 1;	/* worked, with USER_MODE_ONLY */
+	}
+	return 0;
 }
 
 START_TEST(unprivileged_open)
