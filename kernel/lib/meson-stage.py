@@ -107,7 +107,8 @@ def main():
         timeout = min(timeout * mult, 900) if timeout > 0 else 900
         dst = "/madvx/lib/" + os.path.basename(exe)
         shutil.copy2(exe, stage + dst)
-        lines.append(["lib", gname, str(timeout), "77", "/tmp", env, " ".join([dst] + args)])
+        group = "example" if os.path.relpath(exe, build).startswith("examples" + os.sep) else "lib"
+        lines.append([group, gname, str(timeout), "77", "/tmp", env, " ".join([dst] + args)])
     # Examples registered as meson tests ran above, with their arguments;
     # the others run without arguments.
     covered = {os.path.abspath(e) for _, e, _ in tests}
