@@ -35,6 +35,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -78,6 +79,8 @@ static struct {
 	struct madvx_uffd *uffd;
 	pthread_rwlock_t safepoint;	/* mutators read-hold it between safepoints */
 	atomic_bool done;
+	atomic_bool compacting;		/* the to-space is registered */
+	atomic_int in_fault;		/* handler callbacks running */
 	atomic_ulong ops, bad, fault_moves, fault_copies;
 } H;
 
@@ -161,24 +164,12 @@ static void assemble(const struct to_page *tp, uint8_t *buf)
 }
 
 /* Handler: resolve the fault on one to-space page the way the plan says. */
-static int on_fault(struct madvx_uffd *u, const struct madvx_uffd_event *ev, void *arg)
+/* Resolve one to-space page the way the plan says. */
+static int resolve(struct madvx_uffd *u, int t, uint64_t addr)
 {
-	int t = !atomic_load(&H.from);
-	uint64_t addr = ev->fault.addr & ~(PAGE - 1), base = (uintptr_t)H.space[t];
 	static __thread uint8_t buf[PAGE] __attribute__((aligned(PAGE)));
-	const struct to_page *tp;
+	const struct to_page *tp = &H.plans[t][(addr - (uintptr_t)H.space[t]) / PAGE];
 
-	(void)arg;
-	/*
-	 * A fault event read just before the collector finished a cycle can be
-	 * dispatched after it flipped the spaces: its page was resolved by the
-	 * collector meanwhile (it had to be, for the cycle to end). Wake and go.
-	 */
-	if (addr < base || addr >= base + H.pages * PAGE) {
-		madvx_uffd_wake(u, addr, PAGE);
-		return 0;
-	}
-	tp = &H.plans[t][(addr - base) / PAGE];
 	if (tp->moved) {
 		atomic_fetch_add(&H.fault_moves, 1);
 		return madvx_uffd_move(u, addr, tp->src, PAGE, MADVX_UFFD_RETRY, NULL);
@@ -186,6 +177,31 @@ static int on_fault(struct madvx_uffd *u, const struct madvx_uffd_event *ev, voi
 	atomic_fetch_add(&H.fault_copies, 1);
 	assemble(tp, buf);
 	return madvx_uffd_copy(u, addr, (uintptr_t)buf, PAGE, MADVX_UFFD_RETRY, NULL);
+}
+
+/*
+ * Handler: resolve the fault on one to-space page. A fault event the
+ * handler read just before the collector placed that page itself can be
+ * dispatched after the collector ended the cycle (unregistered the to-space,
+ * released the from-space, maybe flipped the spaces): it is stale, and the
+ * faulting thread was woken when the page was placed. @compacting and
+ * @in_fault make that decision race-free (each side stores, then loads the
+ * other's flag, all sequentially consistent): either the handler sees the
+ * cycle over and only wakes, or the collector waits for it to finish.
+ */
+static int on_fault(struct madvx_uffd *u, const struct madvx_uffd_event *ev, void *arg)
+{
+	int t = !atomic_load(&H.from), ret = 0;
+	uint64_t addr = ev->fault.addr & ~(PAGE - 1), base = (uintptr_t)H.space[t];
+
+	(void)arg;
+	atomic_fetch_add(&H.in_fault, 1);
+	if (atomic_load(&H.compacting) && addr >= base && addr < base + H.plan_len * PAGE)
+		ret = resolve(u, t, addr);
+	else
+		madvx_uffd_wake(u, addr, PAGE);
+	atomic_fetch_sub(&H.in_fault, 1);
+	return ret;
 }
 
 static void *handler(void *arg)
@@ -316,6 +332,7 @@ static int collect(unsigned int cycle, uint64_t *seed)
 	memset(H.plan, 0, H.pages * sizeof(*H.plan));
 	make_plan();
 	ret = madvx_uffd_register(H.uffd, (uintptr_t)to, len, MADVX_UFFD_MISSING, NULL);
+	atomic_store(&H.compacting, ret == 0);
 	pthread_rwlock_unlock(&H.safepoint);		/* mutators run again */
 	t2 = now_ns();
 	if (ret) {
@@ -349,6 +366,10 @@ static int collect(unsigned int cycle, uint64_t *seed)
 	t3 = now_ns();
 	madvx_uffd_stats(H.uffd, &st1);
 
+	/* End the cycle for the handler first: see on_fault(). */
+	atomic_store(&H.compacting, false);
+	while (atomic_load(&H.in_fault))
+		sched_yield();
 	/* Give the from-space back: MOVE already emptied the dense pages. */
 	if (!ret)
 		ret = madvx_uffd_unregister(H.uffd, (uintptr_t)to, len);
@@ -374,12 +395,13 @@ static int collect(unsigned int cycle, uint64_t *seed)
 		live += atomic_load(&H.handle[id]) != NULL;
 	printf("cycle %u: pause %.3f ms (safepoint %.3f ms), compaction %.3f ms; "
 	       "%zu live objects, %zu pages moved in %llu ioctls total, %zu assembled; "
-	       "faults %llu (present on arrival %llu KiB); heap %zu -> %zu pages\n",
+	       "faults %llu (present on arrival %llu KiB, EAGAIN %llu); heap %zu -> %zu pages\n",
 	       cycle, (double)(t2 - t0) / 1e6, (double)(t1 - t0) / 1e6,
 	       (double)(t3 - t2) / 1e6, live, H.dense,
 	       (unsigned long long)(st1.ioctls - st0.ioctls), H.plan_len - H.dense,
 	       (unsigned long long)(st1.faults - st0.faults),
-	       (unsigned long long)((st1.existed - st0.existed) / 1024), H.pages, H.plan_len);
+	       (unsigned long long)((st1.existed - st0.existed) / 1024),
+	       (unsigned long long)(st1.eagain - st0.eagain), H.pages, H.plan_len);
 	free(items);
 	free(buf);
 	H.from = !H.from;
