@@ -4,7 +4,7 @@
 QEMU_MEM=${MADVX_KERNEL_MEM:-2G}
 QEMU_SMP=${MADVX_KERNEL_SMP:-2}
 # Upper bound for one boot, whatever the tests do.
-BOOT_TIMEOUT=${MADVX_KERNEL_BOOT_TIMEOUT:-2400}
+BOOT_TIMEOUT=${MADVX_KERNEL_BOOT_TIMEOUT:-3000}
 
 # boot_kernel <bzImage> <initrd> <serial log> <extra cmdline> [interactive]
 boot_kernel()

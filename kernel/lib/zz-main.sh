@@ -31,7 +31,7 @@ usage: kernel/run [COMMAND] [OPTIONS]
 
 environment: MADVX_KERNEL_CACHE (default /var/cache/madvx-kernel),
   MADVX_KERNEL_PATCHES (default kernel/patches), MADVX_KERNEL_JOBS (2),
-  MADVX_KERNEL_TIMEOUT_MULT (5), MADVX_KERNEL_BOOT_TIMEOUT (2400),
+  MADVX_KERNEL_TIMEOUT_MULT (5), MADVX_KERNEL_BOOT_TIMEOUT (3000),
   MADVX_DEBIAN_MIRROR (default: derived from the apt configuration)
 EOF
 }
