@@ -12,7 +12,7 @@
  *            [--no-defer] [--no-thp] [--locktrace]
  *
  * Without options (or with --quick): the short verification run, 2 threads x
- * 30000 operations over 256 slots each, one repetition.
+ * 15000 operations over 256 slots each, one repetition.
  *
  * Exit: 0 all checks passed, 1 a check failed, 77 cannot run here.
  */
@@ -481,7 +481,7 @@ static void parse(int argc, char **argv, struct opts *o)
 	 * test kernel runs when it starts the example without arguments);
 	 * BENCHMARKS.md gives the command line of the comparison.
 	 */
-	*o = (struct opts){ .reps = 1, .threads = 2, .slots = 256, .ops = 30000,
+	*o = (struct opts){ .reps = 1, .threads = 2, .slots = 256, .ops = 15000,
 			    .variants = 3 };
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -489,7 +489,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		if (!strcmp(a, "--quick")) {
 			o->quick = true;
 			o->reps = 1;
-			o->ops = 30000;
+			o->ops = 15000;
 			o->slots = 256;
 			continue;
 		}
