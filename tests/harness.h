@@ -33,6 +33,23 @@ static inline void __attribute__((noreturn)) test_skip(const char *why)
 	exit(TEST_SKIP);
 }
 
+/*
+ * How many random cases a differential test runs: @normal, 25x with
+ * MADVX_TEST_LONG=1, a fifth inside the QEMU test kernel (TCG emulates the
+ * CPU some 20x slower; the guest's init sets MADVX_IN_TEST_KERNEL).
+ */
+static inline size_t test_scaled_cases(size_t normal)
+{
+	const char *l = getenv("MADVX_TEST_LONG");
+	const char *k = getenv("MADVX_IN_TEST_KERNEL");
+
+	if (l && *l == '1')
+		return normal * 25;
+	if (k && *k == '1')
+		return normal / 5 ? normal / 5 : 1;
+	return normal;
+}
+
 /* Run @s with CK_FORK (each test in its own process); exit code for meson. */
 static inline int test_run_suite(Suite *s)
 {

@@ -238,8 +238,7 @@ static void diff_case(struct madvx_async *as, enum madvx_async_backend be, uint6
 
 static void diff_run(enum madvx_async_backend be)
 {
-	const char *l = getenv("MADVX_TEST_LONG");
-	size_t n = l && *l == '1' ? 5000 : test_cases ? test_cases : 300;
+	size_t n = test_cases ? test_cases : test_scaled_cases(300);
 	struct madvx_async *as;
 
 	if (be == MADVX_ASYNC_IO_URING && !io_uring_ok()) {
@@ -282,7 +281,7 @@ END_TEST
 START_TEST(differential_io_uring_tiny_ring)
 {
 	test_depth = 2;
-	test_cases = 2000;	/* found a lost barrier at seed 464 */
+	test_cases = test_scaled_cases(2000);	/* found a lost barrier at seed 464 */
 	diff_run(MADVX_ASYNC_IO_URING);
 }
 END_TEST

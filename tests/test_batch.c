@@ -48,12 +48,6 @@ static uint32_t rnd(uint32_t n)
 	return (uint32_t)(rng % n);
 }
 
-static size_t cases(size_t normal)
-{
-	const char *l = getenv("MADVX_TEST_LONG");
-
-	return l && *l == '1' ? normal * 25 : normal;
-}
 
 static void random_layout(struct layout *l)
 {
@@ -241,7 +235,7 @@ static void oracle_case(uint64_t seed, uint32_t flags)
 
 static void oracle_run(uint32_t flags)
 {
-	size_t n = cases(1000);
+	size_t n = test_scaled_cases(1000);
 
 	for (size_t s = 1; s <= n; s++)
 		oracle_case(s, flags);
