@@ -14,10 +14,10 @@
 # Keep in sync with the table in kernel/README.md.
 KSFT_TESTS=(
 	"process_madv 300"
-	"uffd-unit-tests 600"
+	"uffd-unit-tests 1200"
 	"madv_populate 300"
 	"guard-regions 300"
-	"mremap_test 600"
+	"mremap_test 900"
 	"mremap_dontunmap 300"
 	"merge 300"
 )
