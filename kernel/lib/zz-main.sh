@@ -289,9 +289,9 @@ main()
 	test) cmd_test "$@" ;;
 	exec) cmd_exec "$@" ;;
 	shell) cmd_shell "$@" ;;
-	build) build_lock; cmd_deps; cmd_build "$@" ;;
-	fetch) [[ ${1:-} = --refresh ]] && REFRESH=1; build_lock; cmd_fetch ;;
-	initramfs) build_lock; cmd_deps; cmd_fetch; build_initramfs ;;
+	build) cmd_deps; cmd_build "$@" ;;
+	fetch) [[ ${1:-} = --refresh ]] && REFRESH=1; cmd_fetch ;;
+	initramfs) cmd_deps; cmd_fetch; build_initramfs ;;
 	deps) cmd_deps ;;
 	selftest) cmd_selftest "$@" ;;
 	parse) cmd_parse "$@" ;;
