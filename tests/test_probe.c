@@ -252,7 +252,10 @@ START_TEST(lock_table_follows_version)
 	ck_assert_int_eq(madvx_kernel_info(&ki), 0);
 	want = ki.version >= MADVX_KVER(6, 17, 0) ? MADVX_LOCK_PER_VMA : MADVX_LOCK_MMAP_READ;
 	ck_assert_int_eq(madvx_advice_lock(MADV_DONTNEED), want);
-	ck_assert_int_eq(madvx_advice_lock(MADV_COLD), MADVX_LOCK_MMAP_READ);
+	/* COLD/PAGEOUT: per-VMA only with the kernel/patches series. */
+	ck_assert_int_eq(madvx_advice_lock(MADV_COLD),
+			 madvx_feature_supported(MADVX_FEAT_PER_VMA_COLD_PAGEOUT) > 0 ?
+			 MADVX_LOCK_PER_VMA : MADVX_LOCK_MMAP_READ);
 	ck_assert_int_eq(madvx_advice_lock(MADV_HUGEPAGE), MADVX_LOCK_MMAP_WRITE);
 	ck_assert_str_eq(madvx_lock_name(MADVX_LOCK_PER_VMA), "per-vma");
 }
