@@ -82,6 +82,12 @@ build_kselftests()
 	for name in "${targets[@]}"; do
 		is_static_elf "$name" || die "kselftest $(basename "$name") is not a static executable"
 	done
+	# Series come and go while a patch is developed: keep only this one's
+	# copies (tools/ is ~100 MB each).
+	local d
+	for d in "$(dirname "$SRC_PRISTINE")"/{ksft-src,ksft,headers}-*; do
+		[[ -d $d && $d != *-"$key" ]] && rm -rf "$d"
+	done
 	log "kselftests: ${#targets[@]} built statically in $((SECONDS - t0)) s -> $KSFT_OUT"
 }
 
