@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . tools/deps.sh
-need_pkgs "${BUILD_PKGS[@]}"
+need_pkgs "${BUILD_PKGS[@]}" gnuplot-nox
 [ -f build-demo/build.ninja ] || meson setup build-demo -Dtests=false -Dbuildtype=release
 ninja -C build-demo
 verify=()
@@ -17,5 +17,5 @@ verify=()
 [ "${MADVX_DEMO_BENCH:-1}" = 0 ] && exit 0
 echo
 echo "=== madvx-bench: libmadvx against what you would write instead (medians; BENCHMARKS.md) ==="
-./build-demo/bench/madvx-bench --scenario p1,p2 --reps 7
+./build-demo/bench/madvx-bench --scenario p1,p2 --reps 7 --plot build-demo/p2.png
 ./build-demo/bench/madvx-bench --scenario p3 --reps 200
