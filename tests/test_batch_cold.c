@@ -126,6 +126,16 @@ static void flush_and_count(int advice)
 	munmap(p, NPAGES * pg);
 }
 
+/* The batch plans COLD/PAGEOUT from madvx_advice_lock(): per-vma iff detected. */
+START_TEST(advice_lock_follows_probe)
+{
+	enum madvx_lock want = patched ? MADVX_LOCK_PER_VMA : MADVX_LOCK_MMAP_READ;
+
+	ck_assert_int_eq(madvx_advice_lock(MADV_COLD), want);
+	ck_assert_int_eq(madvx_advice_lock(MADV_PAGEOUT), want);
+}
+END_TEST
+
 START_TEST(cold_batch_flush)
 {
 	flush_and_count(MADV_COLD);
@@ -173,12 +183,9 @@ int main(void)
 	printf("per_vma_cold_pageout: %s; MADV_COLD plans as %s, MADV_PAGEOUT as %s\n",
 	       patched ? "yes" : "no", madvx_lock_name(madvx_advice_lock(MADV_COLD)),
 	       madvx_lock_name(madvx_advice_lock(MADV_PAGEOUT)));
-	if (patched) {
-		ck_assert_int_eq(madvx_advice_lock(MADV_COLD), MADVX_LOCK_PER_VMA);
-		ck_assert_int_eq(madvx_advice_lock(MADV_PAGEOUT), MADVX_LOCK_PER_VMA);
-	}
 	warm_up();
 	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, advice_lock_follows_probe);
 	tcase_add_test(tc, cold_batch_flush);
 	tcase_add_test(tc, pageout_batch_flush);
 	suite_add_tcase(s, tc);
