@@ -171,8 +171,18 @@ static int resolve(struct madvx_uffd *u, int t, uint64_t addr)
 	const struct to_page *tp = &H.plans[t][(addr - (uintptr_t)H.space[t]) / PAGE];
 
 	if (tp->moved) {
+		int ret;
+
 		atomic_fetch_add(&H.fault_moves, 1);
-		return madvx_uffd_move(u, addr, tp->src, PAGE, MADVX_UFFD_RETRY, NULL);
+		ret = madvx_uffd_move(u, addr, tp->src, PAGE, MADVX_UFFD_RETRY, NULL);
+		/*
+		 * An empty source: the collector's move_list moved this page
+		 * between the fault and now (seen once on the debug test
+		 * kernel), and that move filled @addr. Wake the faulting thread.
+		 */
+		if (ret == -ENOENT)
+			ret = madvx_uffd_wake(u, addr, PAGE);
+		return ret;
 	}
 	atomic_fetch_add(&H.fault_copies, 1);
 	assemble(tp, buf);
