@@ -757,8 +757,12 @@ MADVX_API int madvx_uffd_stats(const struct madvx_uffd *uffd, struct madvx_uffd_
  *  - MADVX_ASYNC_IO_URING: the caller's thread plans the batch and queues
  *    one IORING_OP_MADVISE SQE per planned entry (entries of 4 GiB and more
  *    go in sqe->off where the kernel reads it, MADVX_FEAT_IO_URING_MADVISE64,
- *    else split), on a ring the library owns or on the caller's. The kernel
- *    runs every madvise SQE on an io-wq worker thread of this process.
+ *    else split), on a ring the library owns or on the caller's. The SQEs
+ *    carry IOSQE_ASYNC, so the kernel runs them on io-wq worker threads of
+ *    this process even where it could complete them inline in the caller
+ *    (kernels with kernel/patches/0005); on a ring with
+ *    IORING_SETUP_SQPOLL they do not, and such a kernel completes them in
+ *    the ring's SQ thread.
  *    Epochs become IOSQE_IO_DRAIN barriers. Completions are reaped by
  *    madvx_async_wait()/madvx_async_poll() (or madvx_async_cqe()).
  *  - MADVX_ASYNC_SYNC: madvx_batch_flush() inside submit; the ticket is

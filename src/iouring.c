@@ -110,6 +110,7 @@ struct madvx_uring {
 	struct io_uring *ring;
 	bool caller_ring;
 	bool madv64;
+	uint8_t sqe_flags;	/* on every madvise SQE: IOSQE_ASYNC or 0 */
 	uint64_t tag;
 	struct urec *recs;
 	uint32_t nrecs;
@@ -125,6 +126,19 @@ struct madvx_uring {
 bool madvx_uring_caller_ring(const struct madvx_async *a)
 {
 	return a->uring && a->uring->caller_ring;
+}
+
+/*
+ * Kernels with "io_uring/advise: complete per-VMA-lock madvise requests
+ * inline" (kernel/patches/0005) run DONTNEED/FREE/COLD SQEs inside
+ * io_uring_enter() of the submitting thread; 7.3 always punts them to io-wq.
+ * The backend's promise is that the caller hands the work off, so ask for
+ * io-wq explicitly (a no-op on 7.3) - unless the ring has an SQ thread,
+ * which then does the work inline and is the hand-off itself.
+ */
+static uint8_t handoff_flags(const struct io_uring *ring)
+{
+	return ring->flags & IORING_SETUP_SQPOLL ? 0 : IOSQE_ASYNC;
 }
 
 int madvx_uring_create(struct madvx_async *a, const struct madvx_async_opts *o)
@@ -166,6 +180,7 @@ int madvx_uring_create(struct madvx_async *a, const struct madvx_async_opts *o)
 		u->recs[i].next_free = i + 1 < u->nrecs ? i + 1 : NIL;
 	u->free_head = 0;
 	u->madv64 = madvx_has(MADVX_FEAT_IO_URING_MADVISE64);
+	u->sqe_flags = handoff_flags(u->ring);
 	u->tag = UD_MAGIC | ((uint64_t)(atomic_fetch_add(&cookies, 1) & 0xffff) << 32);
 	u->on_cqe = o->on_cqe;
 	u->on_cqe_ctx = o->on_cqe_ctx;
@@ -337,6 +352,7 @@ static void queue_part(struct madvx_async *a, uint32_t slot, int advice,
 		io_uring_prep_madvise(sqe, (void *)(uintptr_t)part->start,
 				      (off_t)part->len, advice);
 	}
+	sqe->flags |= u->sqe_flags;
 	if (drain)
 		sqe->flags |= IOSQE_IO_DRAIN;
 	io_uring_sqe_set_data64(sqe, u->tag | idx);

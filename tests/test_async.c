@@ -15,6 +15,7 @@
  * makes io_uring_setup() fail with ENOSYS; the async API must keep working
  * there (thread backend), as with MADVX_DISABLE=io_uring.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -829,6 +830,85 @@ START_TEST(io_uring_64bit_lengths)
 }
 END_TEST
 
+/*
+ * The io_uring backend hands the work off: its SQEs run on an io-wq worker
+ * of the submitting thread ("iou-wrk-<tid>"), also on kernels that could
+ * complete DONTNEED inline in io_uring_enter() (kernel/patches/0005), where
+ * only IOSQE_ASYNC keeps them off the caller. The submission runs on a
+ * fresh thread so that no earlier io_uring use (the probe's) has made a
+ * worker for it already.
+ */
+static bool iowq_worker_of(pid_t tid)
+{
+	char want[32], path[64], comm[32];
+	bool found = false;
+	struct dirent *d;
+	DIR *dir = opendir("/proc/self/task");
+
+	ck_assert_ptr_nonnull(dir);
+	snprintf(want, sizeof(want), "iou-wrk-%d", (int)tid);
+	want[15] = '\0';	/* TASK_COMM_LEN */
+	while (!found && (d = readdir(dir))) {
+		FILE *f;
+
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", d->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(comm, sizeof(comm), f)) {
+			comm[strcspn(comm, "\n")] = '\0';
+			found = !strcmp(comm, want);
+		}
+		fclose(f);
+	}
+	closedir(dir);
+	return found;
+}
+
+struct handoff {
+	struct madvx_async *as;
+	struct madvx_batch *b;
+	bool worker_seen;
+};
+
+static void *submit_on_fresh_thread(void *arg)
+{
+	struct handoff *h = arg;
+	uint64_t t;
+
+	ck_assert_int_eq(madvx_async_submit(h->as, h->b, &t), 0);
+	ck_assert_int_eq(madvx_async_wait(h->as, t), 0);
+	/* Idle io-wq workers live for seconds, and as long as their task. */
+	h->worker_seen = iowq_worker_of((pid_t)syscall(SYS_gettid));
+	return NULL;
+}
+
+START_TEST(io_uring_hands_off_to_iowq)
+{
+	size_t pg = test_page();
+	uint8_t *p = test_map_filled(64, 5);
+	struct handoff h = { 0 };
+	pthread_t th;
+
+	if (!io_uring_ok())
+		return;
+	h.as = new_async(MADVX_ASYNC_IO_URING, 0);
+	ck_assert_int_eq(madvx_batch_create(NULL, &h.b), 0);
+	for (int i = 0; i < 64; i += 2)
+		ck_assert_int_ge(madvx_batch_add(h.b, p + i * pg, pg, MADV_DONTNEED), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, submit_on_fresh_thread, &h), 0);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	for (int i = 0; i < 64; i++)
+		ck_assert_int_eq(test_resident(p + i * pg), i % 2);
+	ck_assert_msg(h.worker_seen, "no io-wq worker ran the SQEs: completed in the caller");
+	madvx_batch_free(h.b);
+	madvx_async_free(h.as);
+	munmap(p, 64 * pg);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("async");
@@ -857,6 +937,7 @@ int main(void)
 	tcase_add_test(api, caller_ring_cq_overflow);
 #endif
 	tcase_add_test(api, io_uring_64bit_lengths);
+	tcase_add_test(api, io_uring_hands_off_to_iowq);
 	suite_add_tcase(s, api);
 	return test_run_suite(s);
 }
