@@ -97,6 +97,12 @@ enum madvx_feature {
 	 * so it needs MADVX_FEAT_MADVISE_VMA_STATS.
 	 */
 	MADVX_FEAT_PER_VMA_COLD_PAGEOUT,
+	/*
+	 * madvise keeps the per-VMA lock on userfaultfd-registered VMAs whose
+	 * context did not ask for UFFD_EVENT_REMOVE (kernel/patches series).
+	 * Seen through the counters, so it needs MADVX_FEAT_MADVISE_VMA_STATS.
+	 */
+	MADVX_FEAT_PER_VMA_UFFD,
 	MADVX_FEAT__COUNT
 };
 
@@ -341,12 +347,16 @@ MADVX_API int madvx_stats_get(struct madvx_stats *st);
  * allocator arena. The planner then skips VMA lookups there. A wrong claim
  * costs speed (the kernel walks the real VMAs under mmap_lock), never
  * correctness. MADVX_REGION_UFFD marks a region registered with
- * userfaultfd: its entries are issued apart from the fast-path ones.
+ * userfaultfd: madvise takes mmap_lock there, so its entries are issued
+ * apart from the fast-path ones - except on kernels with
+ * MADVX_FEAT_PER_VMA_UFFD, which keep the per-VMA lock unless the context
+ * asked for UFFD_EVENT_REMOVE; say so with MADVX_REGION_UFFD_EVENT_REMOVE.
  * Thread-safe; at most 64 regions per process.
  * Returns 0, -EINVAL (unaligned, empty, wraps), -EEXIST (overlaps one),
  * -ENOSPC (table full); unregister returns -ENOENT if no such region.
  */
 #define MADVX_REGION_UFFD (1U << 0)
+#define MADVX_REGION_UFFD_EVENT_REMOVE (1U << 1)	/* implies MADVX_REGION_UFFD */
 MADVX_API int madvx_region_register(void *addr, size_t len, unsigned int flags);
 MADVX_API int madvx_region_unregister(void *addr);
 

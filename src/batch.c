@@ -648,6 +648,7 @@ struct planner {
 	struct madvx_batch *b;
 	int advice;
 	bool fast_advice;	/* the advice can run under the per-VMA lock */
+	bool fast_uffd;		/* ... also on uffd VMAs without EVENT_REMOVE */
 	uint32_t n;		/* entries planned, not yet issued */
 	struct madvx_vma last;	/* the VMA of the previous run: runs come in address order */
 };
@@ -666,8 +667,14 @@ static int planner_vma(struct planner *pl, uint64_t addr, struct madvx_vma *v)
 	return ret;
 }
 
+/* Does madvise fall back to mmap_lock on @v (known to hold the range)? */
+static bool vma_forces_fallback(const struct planner *pl, const struct madvx_vma *v)
+{
+	return v->uffd && (v->uffd_remove || !pl->fast_uffd);
+}
+
 static void plan_entry(struct planner *pl, uint64_t start, uint64_t end,
-		       uint32_t first, uint32_t last, bool uffd)
+		       uint32_t first, uint32_t last, bool vma_fallback)
 {
 	struct madvx_entry *e;
 
@@ -678,7 +685,7 @@ static void plan_entry(struct planner *pl, uint64_t start, uint64_t end,
 	e = &pl->b->entries[pl->n++];
 	*e = (struct madvx_entry){
 		.start = start, .len = end - start, .first = first, .last = last,
-		.fallback = !pl->fast_advice || uffd, .via_sorted = pl->b->use_sorted,
+		.fallback = !pl->fast_advice || vma_fallback, .via_sorted = pl->b->use_sorted,
 	};
 	if (e->fallback)
 		pl->b->st.fallback_entries++;
@@ -746,7 +753,8 @@ static void plan_run(struct planner *pl, uint64_t start, uint64_t end,
 			cur = v.start;
 		}
 		narrow(b, &w, cur, v.end < end ? v.end : end);
-		plan_entry(pl, cur, v.end < end ? v.end : end, w.lo, w.hi, v.uffd);
+		plan_entry(pl, cur, v.end < end ? v.end : end, w.lo, w.hi,
+			   vma_forces_fallback(pl, &v));
 		pieces++;
 		cur = v.end;
 	}
@@ -760,6 +768,7 @@ static void plan_group(struct madvx_batch *b, int advice, uint32_t from, uint32_
 	struct planner pl = {
 		.b = b, .advice = advice,
 		.fast_advice = madvx_advice_lock(advice) == MADVX_LOCK_PER_VMA,
+		.fast_uffd = madvx_has(MADVX_FEAT_PER_VMA_UFFD),
 	};
 	uint32_t k = from;
 

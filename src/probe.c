@@ -39,6 +39,7 @@ static const char *const feature_names[MADVX_FEAT__COUNT] = {
 	[MADVX_FEAT_UFFD_MINOR_SHMEM] = "uffd_minor_shmem",
 	[MADVX_FEAT_MADVISE_VMA_STATS] = "madvise_vma_stats",
 	[MADVX_FEAT_PER_VMA_COLD_PAGEOUT] = "per_vma_cold_pageout",
+	[MADVX_FEAT_PER_VMA_UFFD] = "per_vma_uffd",
 };
 
 #define BIT(f) (1ULL << (f))
@@ -53,10 +54,13 @@ static const uint64_t feature_dependents[MADVX_FEAT__COUNT] = {
 	[MADVX_FEAT_UFFD] = BIT(MADVX_FEAT_UFFD_USER_MODE_ONLY) |
 		BIT(MADVX_FEAT_UFFD_DEV) | BIT(MADVX_FEAT_UFFD_MOVE) |
 		BIT(MADVX_FEAT_UFFD_POISON) | BIT(MADVX_FEAT_UFFD_WP) |
-		BIT(MADVX_FEAT_UFFD_WP_ASYNC) | BIT(MADVX_FEAT_UFFD_MINOR_SHMEM),
-	/* COLD/PAGEOUT on the per-VMA path is seen through the counters. */
-	[MADVX_FEAT_PER_VMA_MADVISE] = BIT(MADVX_FEAT_PER_VMA_COLD_PAGEOUT),
-	[MADVX_FEAT_MADVISE_VMA_STATS] = BIT(MADVX_FEAT_PER_VMA_COLD_PAGEOUT),
+		BIT(MADVX_FEAT_UFFD_WP_ASYNC) | BIT(MADVX_FEAT_UFFD_MINOR_SHMEM) |
+		BIT(MADVX_FEAT_PER_VMA_UFFD),
+	/* What the series puts on the per-VMA path is seen through the counters. */
+	[MADVX_FEAT_PER_VMA_MADVISE] = BIT(MADVX_FEAT_PER_VMA_COLD_PAGEOUT) |
+		BIT(MADVX_FEAT_PER_VMA_UFFD),
+	[MADVX_FEAT_MADVISE_VMA_STATS] = BIT(MADVX_FEAT_PER_VMA_COLD_PAGEOUT) |
+		BIT(MADVX_FEAT_PER_VMA_UFFD),
 };
 
 /*
@@ -308,21 +312,51 @@ static long madv_scratch(int advice)
  * kernel that takes mmap_lock for it - slower, never wrong. The patch
  * converts MADV_PAGEOUT together with MADV_COLD; one probe stands for both.
  */
-#define COLD_PROBES 16
-static bool probe_cold_per_vma(void)
+#define VMA_LOCK_PROBES 16
+static bool runs_per_vma(void *p, int advice)
 {
 	long long before, after;
-	void *p = scratch_map(MADV_COLD);
 	bool ok = true;
+
+	before = vmstat_get("madvise_vma_lock_success");
+	for (int i = 0; i < VMA_LOCK_PROBES && ok; i++)
+		ok = madvx_sys_madvise((uintptr_t)p, madvx_page_size(), advice) == 0;
+	after = vmstat_get("madvise_vma_lock_success");
+	return ok && before >= 0 && after - before >= VMA_LOCK_PROBES;
+}
+
+static bool probe_cold_per_vma(void)
+{
+	void *p = scratch_map(MADV_COLD);
+	bool ok;
 
 	if (!p)
 		return false;
-	before = vmstat_get("madvise_vma_lock_success");
-	for (int i = 0; i < COLD_PROBES && ok; i++)
-		ok = madvx_sys_madvise((uintptr_t)p, madvx_page_size(), MADV_COLD) == 0;
-	after = vmstat_get("madvise_vma_lock_success");
+	ok = runs_per_vma(p, MADV_COLD);
 	munmap(p, madvx_page_size());
-	return ok && before >= 0 && after - before >= COLD_PROBES;
+	return ok;
+}
+
+/*
+ * Does MADV_DONTNEED keep the per-VMA lock on a userfaultfd-registered VMA
+ * whose context did not ask for UFFD_EVENT_REMOVE (kernel/patches, patch 6)?
+ * Same counter argument as above, on a scratch page registered MISSING.
+ */
+static bool probe_uffd_per_vma(void)
+{
+	void *p = scratch_map(MADV_DONTNEED);
+	int fd;
+	bool ok = false;
+
+	if (!p)
+		return false;
+	fd = madvx_uffd_arm_scratch(p, madvx_page_size());
+	if (fd >= 0) {
+		ok = runs_per_vma(p, MADV_DONTNEED);
+		close(fd);
+	}
+	munmap(p, madvx_page_size());
+	return ok;
 }
 
 /*
@@ -422,6 +456,11 @@ static void run_probe(void)
 		set_feature(st, MADVX_FEAT_PER_VMA_COLD_PAGEOUT, probe_cold_per_vma());
 	madvx_iouring_probe(st);
 	madvx_uffd_probe(st);
+	if (wanted(st, MADVX_FEAT_PER_VMA_UFFD) &&
+	    (st->features & BIT(MADVX_FEAT_UFFD)) &&
+	    (st->features & BIT(MADVX_FEAT_MADVISE_VMA_STATS)) &&
+	    (st->features & BIT(MADVX_FEAT_PER_VMA_MADVISE)))
+		set_feature(st, MADVX_FEAT_PER_VMA_UFFD, probe_uffd_per_vma());
 
 	/* A disabled feature is off whatever its probe found. */
 	st->features &= ~st->disabled;

@@ -46,7 +46,7 @@ MADVX_API int madvx_region_register(void *addr, size_t len, unsigned int flags)
 	int ret = 0;
 
 	if (!len || (start & (madvx_page_size() - 1)) || end < start ||
-	    (flags & ~MADVX_REGION_UFFD))
+	    (flags & ~(MADVX_REGION_UFFD | MADVX_REGION_UFFD_EVENT_REMOVE)))
 		return -EINVAL;
 	end = (end + madvx_page_size() - 1) & ~(uint64_t)(madvx_page_size() - 1);
 	pthread_rwlock_wrlock(&regions.lock);
@@ -58,7 +58,8 @@ MADVX_API int madvx_region_register(void *addr, size_t len, unsigned int flags)
 	if (!ret) {
 		regions.r[regions.count++] = (struct madvx_vma){
 			.start = start, .end = end, .region = true,
-			.uffd = flags & MADVX_REGION_UFFD,
+			.uffd = flags & (MADVX_REGION_UFFD | MADVX_REGION_UFFD_EVENT_REMOVE),
+			.uffd_remove = flags & MADVX_REGION_UFFD_EVENT_REMOVE,
 		};
 		atomic_store(&nr_regions, regions.count);
 	}

@@ -24,6 +24,7 @@ struct madvx_vma {
 	uint64_t start;
 	uint64_t end;
 	bool uffd;		/* registered as userfaultfd-armed */
+	bool uffd_remove;	/* ... by a context with UFFD_EVENT_REMOVE */
 	bool region;		/* from a caller-registered region */
 };
 

@@ -840,7 +840,7 @@ END_TEST
  */
 static bool iowq_worker_of(pid_t tid)
 {
-	char want[32], path[64], comm[32];
+	char want[32], path[320], comm[32];
 	bool found = false;
 	struct dirent *d;
 	DIR *dir = opendir("/proc/self/task");

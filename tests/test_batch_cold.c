@@ -10,6 +10,13 @@
  * other kernels the same flushes are measured too, must take mmap_lock
  * (which shows that the measurement is not vacuous) and the executable then
  * exits 77 with the reason. Needs root (tracefs) and PROCMAP_QUERY.
+ *
+ * userfaultfd: a DONTNEED batch over a region registered with a
+ * userfaultfd without UFFD_EVENT_REMOVE (MADVX_REGION_UFFD) is planned on
+ * the fast path and takes 0 mmap_lock acquisitions where the kernel keeps
+ * the per-VMA lock there (probe feature per_vma_uffd), and is issued as
+ * fallback entries that take mmap_lock elsewhere; a region marked
+ * MADVX_REGION_UFFD_EVENT_REMOVE is always planned as fallback.
  */
 #include <errno.h>
 
@@ -23,7 +30,7 @@
 #define NHINTS (NPAGES / 2)
 
 static struct locktrace lt;
-static bool patched;
+static bool patched, uffd_patched;
 
 /* "@key <n>" of /proc/vmstat, -1 if absent. */
 static long long vmstat(const char *key)
@@ -126,6 +133,75 @@ static void flush_and_count(int advice)
 	munmap(p, NPAGES * pg);
 }
 
+/*
+ * UFFD_PAGES pages in one VMA registered MISSING with a userfaultfd that has
+ * no features, and as a libmadvx region with @region_flags; a DONTNEED hint
+ * on every other page.
+ */
+#define UFFD_PAGES 64
+static void uffd_flush_and_count(unsigned int region_flags)
+{
+	struct madvx_stats st = { .size = sizeof(st) };
+	bool remove_flag = region_flags & MADVX_REGION_UFFD_EVENT_REMOVE;
+	bool fast = uffd_patched && !remove_flag;
+	size_t pg = test_page();
+	uint8_t *p = test_map_filled(UFFD_PAGES, 7);
+	struct locktrace_result r;
+	struct madvx_uffd *u;
+	struct madvx_batch *b;
+	int flush_ret = -1;
+	void *arg[2];
+	int ret;
+
+	ret = madvx_uffd_open(NULL, &u);
+	if (ret) {
+		munmap(p, UFFD_PAGES * pg);
+		ck_abort_msg("madvx_uffd_open: %s", strerror(-ret));
+	}
+	ck_assert_int_eq(madvx_uffd_register(u, (uintptr_t)p, UFFD_PAGES * pg,
+					     UFFDIO_REGISTER_MODE_MISSING, NULL), 0);
+	ck_assert_int_eq(madvx_region_register(p, UFFD_PAGES * pg, region_flags), 0);
+	ck_assert_int_eq(madvx_batch_create(NULL, &b), 0);
+	for (int i = 0; i < UFFD_PAGES; i += 2)
+		ck_assert_int_ge(madvx_batch_add(b, p + i * pg, pg, MADV_DONTNEED), 0);
+	arg[0] = b;
+	arg[1] = &flush_ret;
+	ck_assert_int_eq(locktrace_measure(&lt, flush_cb, arg, &r), 0);
+	ck_assert_int_eq(flush_ret, 0);
+	ck_assert(!r.lost);
+	ck_assert_int_eq(madvx_batch_stats(b, &st), 0);
+	printf("uffd region%s DONTNEED flush (%s kernel): %llu read + %llu write mmap_lock "
+	       "acquisitions, %llu entries, %llu fallback\n",
+	       remove_flag ? " (EVENT_REMOVE)" : "", uffd_patched ? "patched" : "unpatched",
+	       (unsigned long long)r.self.acq_read, (unsigned long long)r.self.acq_write,
+	       (unsigned long long)st.vector_entries, (unsigned long long)st.fallback_entries);
+	ck_assert_uint_eq(st.vector_entries, UFFD_PAGES / 2);
+	ck_assert_uint_eq(st.fallback_entries, fast ? 0 : UFFD_PAGES / 2);
+	if (fast)
+		ck_assert_uint_eq(r.self.acq_read + r.self.acq_write, 0);
+	else if (!uffd_patched)
+		ck_assert_uint_ge(r.self.acq_read + r.self.acq_write, 1);
+	/* Released pages read back through the userfaultfd, so ask mincore. */
+	for (int i = 0; i < UFFD_PAGES; i++)
+		ck_assert_int_eq(test_resident(p + i * pg), i % 2);
+	madvx_batch_free(b);
+	ck_assert_int_eq(madvx_region_unregister(p), 0);
+	madvx_uffd_free(u);
+	munmap(p, UFFD_PAGES * pg);
+}
+
+START_TEST(uffd_region_batch_flush)
+{
+	uffd_flush_and_count(MADVX_REGION_UFFD);
+}
+END_TEST
+
+START_TEST(uffd_remove_region_is_fallback)
+{
+	uffd_flush_and_count(MADVX_REGION_UFFD_EVENT_REMOVE);
+}
+END_TEST
+
 /* The batch plans COLD/PAGEOUT from madvx_advice_lock(): per-vma iff detected. */
 START_TEST(advice_lock_follows_probe)
 {
@@ -180,6 +256,8 @@ int main(void)
 		test_skip(why);
 	}
 	patched = madvx_feature_supported(MADVX_FEAT_PER_VMA_COLD_PAGEOUT) > 0;
+	uffd_patched = madvx_feature_supported(MADVX_FEAT_PER_VMA_UFFD) > 0;
+	printf("per_vma_uffd: %s\n", uffd_patched ? "yes" : "no");
 	printf("per_vma_cold_pageout: %s; MADV_COLD plans as %s, MADV_PAGEOUT as %s\n",
 	       patched ? "yes" : "no", madvx_lock_name(madvx_advice_lock(MADV_COLD)),
 	       madvx_lock_name(madvx_advice_lock(MADV_PAGEOUT)));
@@ -188,11 +266,16 @@ int main(void)
 	tcase_add_test(tc, advice_lock_follows_probe);
 	tcase_add_test(tc, cold_batch_flush);
 	tcase_add_test(tc, pageout_batch_flush);
+	if (madvx_feature_supported(MADVX_FEAT_UFFD) > 0) {
+		tcase_add_test(tc, uffd_region_batch_flush);
+		tcase_add_test(tc, uffd_remove_region_is_fallback);
+	}
 	suite_add_tcase(s, tc);
 	ret = test_run_suite(s);
 	locktrace_close(&lt);
-	if (ret == EXIT_SUCCESS && !patched)
-		test_skip("kernel without per-VMA MADV_COLD/MADV_PAGEOUT (kernel/patches series, "
-			  "probe feature per_vma_cold_pageout): the flushes took mmap_lock, as expected there");
+	if (ret == EXIT_SUCCESS && (!patched || !uffd_patched))
+		test_skip("kernel without per-VMA MADV_COLD/MADV_PAGEOUT or without the per-VMA lock "
+			  "on userfaultfd VMAs (kernel/patches series, probe features "
+			  "per_vma_cold_pageout, per_vma_uffd): the flushes took mmap_lock, as expected there");
 	return ret;
 }
