@@ -13,7 +13,14 @@
  *                                          MADV_DONTNEED calls
  *   madv-series uffd    [pages] [writers]  touch pages of a userfaultfd (MISSING)
  *                                          region, resolved by UFFDIO_COPY
- *   madv-series all [calls] [writers]      all four (vector: 200 calls, 4 writers)
+ *   madv-series uffd_dontneed [calls] [writers]
+ *                                          MADV_DONTNEED of 16 pages of a
+ *                                          userfaultfd-registered (MISSING) VMA
+ *   madv-series uffd_dontneed_remove [calls] [writers]
+ *                                          the same, the context asking for
+ *                                          UFFD_EVENT_REMOVE (counted)
+ *   madv-series all [calls] [writers]      all of them (vector: 200 calls, uffd:
+ *                                          4096 pages, both with 4 writers)
  *
  * "writers" threads mmap()/munmap() their own 64 KiB VMAs meanwhile.
  * Reported, as key=value lines: mmap_lock acquisitions of the advising
@@ -70,6 +77,8 @@ static atomic_bool stop;
 static atomic_ulong writer_iters;
 static bool writer_touch = true;
 static int uffd = -1;
+static unsigned long long uffd_features;
+static atomic_ulong remove_events;
 
 static void die(const char *what)
 {
@@ -221,6 +230,8 @@ static void *uffd_handler(void *arg)
 			continue;
 		if (read(uffd, &msg, sizeof(msg)) != sizeof(msg))
 			continue;
+		if (msg.event == UFFD_EVENT_REMOVE)
+			atomic_fetch_add(&remove_events, 1);
 		if (msg.event != UFFD_EVENT_PAGEFAULT)
 			continue;
 		copy = (struct uffdio_copy){
@@ -236,7 +247,7 @@ static void *uffd_handler(void *arg)
 
 static void uffd_setup(char *p, size_t len, pthread_t *handler)
 {
-	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_api api = { .api = UFFD_API, .features = uffd_features };
 	struct uffdio_register reg = {
 		.range = { .start = (unsigned long)p, .len = len },
 		.mode = UFFDIO_REGISTER_MODE_MISSING,
@@ -268,7 +279,10 @@ static void touch(char *p, size_t len)
 /* "all": each workload in a child process, one after the other. */
 static int run_all(const char *self, const char *calls, const char *writers)
 {
-	static const char *const modes[] = { "counters", "cold", "pageout", "vector", "uffd" };
+	static const char *const modes[] = {
+		"counters", "cold", "pageout", "vector", "uffd",
+		"uffd_dontneed", "uffd_dontneed_remove",
+	};
 	int rc = 0;
 
 	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
@@ -307,6 +321,7 @@ int main(int argc, char **argv)
 	long errors = 0;
 	size_t len = 0;
 	char *p = NULL;
+	bool uffd_dn = !strncmp(mode, "uffd_dontneed", 13);
 
 	if (!strcmp(mode, "all"))
 		return run_all("/proc/self/exe", argc > 2 ? argv[2] : "10000",
@@ -325,22 +340,30 @@ int main(int argc, char **argv)
 			calls = 4096;
 		len = calls * PG;
 		writer_touch = false;	/* their faults would retry too */
+	} else if (uffd_dn) {
+		len = 16 * PG;
+		if (strstr(mode, "remove"))
+			uffd_features = UFFD_FEATURE_EVENT_REMOVE;
 	} else if (!strcmp(mode, "counters")) {
 		len = 2 * PG;
 		calls = 1000;
 		nwriters = 0;
 	} else {
-		fprintf(stderr, "usage: %s cold|pageout|vector|counters [calls] [writers]\n", argv[0]);
+		fprintf(stderr, "usage: %s cold|pageout|vector|counters|uffd|uffd_dontneed[_remove] [calls] [writers]\n",
+			argv[0]);
 		return 2;
 	}
 	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		die("mmap");
 	madvise(p, len, MADV_NOHUGEPAGE);
-	if (!strcmp(mode, "uffd"))
+	if (!strcmp(mode, "uffd")) {
 		uffd_setup(p, len, &uffd_thread);
-	else
+	} else {
 		touch(p, len);
+		if (uffd_dn)	/* a GC heap: registered after it was populated */
+			uffd_setup(p, len, &uffd_thread);
+	}
 	if (!strcmp(mode, "vector") || !strcmp(mode, "counters")) {
 		for (size_t i = 1; i < len / PG; i += 2)
 			if (mprotect(p + i * PG, PG, PROT_READ))
@@ -374,6 +397,8 @@ int main(int argc, char **argv)
 			ret = madvise(p, len, MADV_COLD);
 		else if (!strcmp(mode, "pageout"))
 			ret = madvise(p, len, MADV_PAGEOUT);
+		else if (uffd_dn)
+			ret = madvise(p, len, MADV_DONTNEED);
 		else if (!strcmp(mode, "vector"))
 			ret = syscall(__NR_process_madvise, pidfd, iov, NVEC, MADV_DONTNEED, 0) ==
 			      (long)((NVEC + 1) * PG) ? 0 : -1;
@@ -404,6 +429,8 @@ int main(int argc, char **argv)
 	       lc.acq_read, lc.acq_write, lc.lost);
 	/* A ratio of two TCG intervals: shape only, not a timing claim. */
 	printf("advisor_held_share_pct=%.1f\n", t_calls > 0 ? 100.0 * lc.held_s / t_calls : 0);
+	if (uffd_dn)
+		printf("uffd_remove_events=%lu\n", atomic_load(&remove_events));
 	printf("writer_iters_total=%lu\nwriter_iters_during_calls=%lu\n",
 	       atomic_load(&writer_iters), w_in_calls);
 	vmstat_print(v0, v1);
