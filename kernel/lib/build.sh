@@ -95,13 +95,41 @@ variant_srcdir()
 	echo "$SRC_PATCHED"
 }
 
+# Commit the series onto madvx-base without touching the working tree: each
+# patch is applied to a private index (git apply --cached, as strict as
+# git am --no-3way) and committed with its own message. Prints the tip.
+commit_series()
+{
+	local tree=$1 idx="$1/.git/madvx-series-index" commit p n=0 msg info subject
+	commit=$(git -C "$tree" rev-parse madvx-base)
+	msg=$(mktemp) info=$(mktemp)
+	GIT_INDEX_FILE=$idx git -C "$tree" read-tree madvx-base
+	for p in $(series_files); do
+		n=$((n + 1))
+		if ! GIT_INDEX_FILE=$idx git -C "$tree" apply --cached "$p" >"$CACHE/patch.log" 2>&1; then
+			cat "$CACHE/patch.log" >&2
+			rm -f "$idx" "$msg" "$info"
+			die "patch $(basename "$p") does not apply to $MADVX_KERNEL_PACKAGE $DEBVER (series stopped at patch $n)"
+		fi
+		git -C "$tree" mailinfo "$msg" /dev/null <"$p" >"$info"
+		subject=$(sed -n 's/^Subject: //p' "$info")
+		commit=$( { echo "${subject:-$(basename "$p")}"; echo; cat "$msg"; } |
+			git -C "$tree" commit-tree "$(GIT_INDEX_FILE=$idx git -C "$tree" write-tree)" -p "$commit")
+		log "patch: applied $(basename "$p")" >&2
+	done
+	rm -f "$idx" "$msg" "$info"
+	echo "$commit"
+}
+
 # The patched tree is a git repo whose first commit is the pristine tree.
-# Each run resets it to that commit and "git am"s the series; git rewrites
-# only files that differ, so unchanged files keep their mtimes and the
-# kernel build stays incremental.
+# Each run commits the series onto that commit (commit_series) and checks
+# the result out: git rewrites only the files that differ from what is
+# checked out, so a file whose content the change of series leaves alone
+# keeps its mtime (even a header the series touches) and the kernel build
+# stays incremental.
 prepare_patched_tree()
 {
-	local want have p n=0
+	local want tip
 	SRC_PATCHED="$(dirname "$SRC_PRISTINE")/patched"
 	want=$(series_hash)
 	# Reuse the tree as it is only if it still is exactly base + this
@@ -139,17 +167,9 @@ prepare_patched_tree()
 	rm -f "$SRC_PATCHED/.git/info/madvx-series"
 	git -C "$SRC_PATCHED" am --abort >/dev/null 2>&1 || true
 	rm -rf "$SRC_PATCHED/.git/rebase-apply"
-	git -C "$SRC_PATCHED" checkout -q -f -B madvx madvx-base
+	tip=$(commit_series "$SRC_PATCHED") || exit 1
+	git -C "$SRC_PATCHED" checkout -q -f -B madvx "$tip"
 	git -C "$SRC_PATCHED" clean -q -f -d
-	for p in $(series_files); do
-		n=$((n + 1))
-		if ! git -C "$SRC_PATCHED" am -q --no-3way "$p" >"$CACHE/patch.log" 2>&1; then
-			cat "$CACHE/patch.log" >&2
-			git -C "$SRC_PATCHED" am --abort >/dev/null 2>&1 || true
-			die "patch $(basename "$p") does not apply to $MADVX_KERNEL_PACKAGE $DEBVER (series stopped at patch $n)"
-		fi
-		log "patch: applied $(basename "$p")"
-	done
 	echo "$want $(git -C "$SRC_PATCHED" rev-parse HEAD)" >"$SRC_PATCHED/.git/info/madvx-series"
 }
 
