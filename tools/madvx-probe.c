@@ -115,7 +115,8 @@ static void usage(FILE *out)
 		"            mmap_lock tracepoints, on scratch mappings in one and in two\n"
 		"            VMAs (JSON: \"lock_measured\" per advice). Exit 77 with the\n"
 		"            reason on stderr when it cannot measure (not root, no tracefs,\n"
-		"            no mmap_lock tracepoints).\n");
+		"            no mmap_lock tracepoints); exit 1 when a measured lock\n"
+		"            differs from the prediction.\n");
 }
 
 int main(int argc, char **argv)
@@ -127,7 +128,7 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct madvx_kernel_info ki = { .size = sizeof(ki) };
-	int json = 0, c;
+	int json = 0, c, ret = 0;
 
 	while ((c = getopt_long(argc, argv, "jhV", opts, NULL)) != -1) {
 		switch (c) {
@@ -164,7 +165,10 @@ int main(int argc, char **argv)
 		print_json(&ki);
 	else
 		print_table(&ki);
-	if (verify)
+	if (verify) {
+		/* A lock other than the predicted one is a finding: say so in the exit code. */
+		ret = verify_differences() ? 1 : 0;
 		verify_close();
-	return 0;
+	}
+	return ret;
 }

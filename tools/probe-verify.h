@@ -18,6 +18,8 @@ void verify_close(void);
 
 /* The table (one row per advice); number of rows that differ from the prediction. */
 int verify_print_table(void);
+/* How many advices took another lock than predicted (after verify_run()). */
+int verify_differences(void);
 /* ,"lock_measured":{...} for advice index @i of verify_run()'s list. */
 void verify_print_json(int i);
 
