@@ -22,7 +22,7 @@
 
 #include "harness.h"
 #include "internal.h"
-#include "locktrace.h"
+#include "measured-flush.h"
 
 #define NVMAS 16
 #define VMA_PAGES 32
@@ -73,11 +73,6 @@ static void check_contents(const uint8_t *p)
 		ck_assert_msg(q[0] == (uint8_t)(1 + i) && q[test_page() - 1] == (uint8_t)(1 + i),
 			      "page %zu lost its contents", i);
 	}
-}
-
-static void flush_cb(void *arg)
-{
-	*(int *)((void **)arg)[1] = madvx_batch_flush(((void **)arg)[0]);
 }
 
 static void cold_two_vmas(void *arg)
@@ -139,14 +134,12 @@ static bool cold_per_vma_undetected(void)
 static void flush_and_count(int advice)
 {
 	struct madvx_batch_opts o = { .size = sizeof(o), .capacity = NHINTS };
-	struct madvx_stats st = { .size = sizeof(st) };
+	struct madvx_stats st;
 	long long hits0, hits1, fb0, fb1;
 	struct locktrace_result r;
 	struct madvx_batch *b;
 	uint8_t *p = setup();
 	size_t pg = test_page();
-	int flush_ret = -1;
-	void *arg[2];
 
 	ck_assert_int_eq(madvx_batch_create(&o, &b), 0);
 	for (size_t i = 0; i < NHINTS; i++) {
@@ -156,16 +149,11 @@ static void flush_and_count(int advice)
 			len = 3;
 		ck_assert_int_eq(madvx_batch_add(b, p + page * pg, len * pg, advice), (int)i);
 	}
-	arg[0] = b;
-	arg[1] = &flush_ret;
 	hits0 = vmstat("madvise_vma_lock_success");
 	fb0 = vmstat("madvise_vma_lock_fallback");
-	ck_assert_int_eq(locktrace_measure(&lt, flush_cb, arg, &r), 0);
+	test_measured_flush(&lt, b, &r, &st);
 	hits1 = vmstat("madvise_vma_lock_success");
 	fb1 = vmstat("madvise_vma_lock_fallback");
-	ck_assert_int_eq(flush_ret, 0);
-	ck_assert(!r.lost);
-	ck_assert_int_eq(madvx_batch_stats(b, &st), 0);
 	printf("%s batch flush (%s kernel): %llu read + %llu write mmap_lock acquisitions, "
 	       "%llu syscalls, %llu entries, %llu split; madvise_vma_lock_success +%lld, "
 	       "_fallback +%lld\n",
@@ -199,7 +187,7 @@ static void flush_and_count(int advice)
 #define UFFD_PAGES 64
 static void uffd_flush_and_count(unsigned int region_flags)
 {
-	struct madvx_stats st = { .size = sizeof(st) };
+	struct madvx_stats st;
 	bool remove_flag = region_flags & MADVX_REGION_UFFD_EVENT_REMOVE;
 	bool fast = uffd_patched && !remove_flag;
 	size_t pg = test_page();
@@ -207,8 +195,6 @@ static void uffd_flush_and_count(unsigned int region_flags)
 	struct locktrace_result r;
 	struct madvx_uffd *u;
 	struct madvx_batch *b;
-	int flush_ret = -1;
-	void *arg[2];
 	int ret;
 
 	ret = madvx_uffd_open(NULL, &u);
@@ -222,12 +208,7 @@ static void uffd_flush_and_count(unsigned int region_flags)
 	ck_assert_int_eq(madvx_batch_create(NULL, &b), 0);
 	for (int i = 0; i < UFFD_PAGES; i += 2)
 		ck_assert_int_ge(madvx_batch_add(b, p + i * pg, pg, MADV_DONTNEED), 0);
-	arg[0] = b;
-	arg[1] = &flush_ret;
-	ck_assert_int_eq(locktrace_measure(&lt, flush_cb, arg, &r), 0);
-	ck_assert_int_eq(flush_ret, 0);
-	ck_assert(!r.lost);
-	ck_assert_int_eq(madvx_batch_stats(b, &st), 0);
+	test_measured_flush(&lt, b, &r, &st);
 	printf("uffd region%s DONTNEED flush (%s kernel): %llu read + %llu write mmap_lock "
 	       "acquisitions, %llu entries, %llu fallback\n",
 	       remove_flag ? " (EVENT_REMOVE)" : "", uffd_patched ? "patched" : "unpatched",

@@ -17,7 +17,7 @@
 
 #include "harness.h"
 #include "internal.h"
-#include "locktrace.h"
+#include "measured-flush.h"
 
 #define NVMAS 64
 #define VMA_PAGES 32
@@ -87,32 +87,20 @@ static void check_zapped(const struct fixture *f)
 	}
 }
 
-static void flush_cb(void *arg)
-{
-	*(int *)((void **)arg)[1] = madvx_batch_flush(((void **)arg)[0]);
-}
-
 START_TEST(batch_flush_takes_no_mmap_lock)
 {
 	struct madvx_batch_opts o = { .size = sizeof(o), .capacity = NHINTS };
 	struct locktrace_result r;
-	struct madvx_stats st = { .size = sizeof(st) };
+	struct madvx_stats st;
 	struct madvx_batch *b;
 	static struct fixture f;
-	int flush_ret = -1;
-	void *arg[2];
 
 	setup_fixture(&f);
 	ck_assert_int_eq(madvx_batch_create(&o, &b), 0);
 	for (size_t i = 0; i < NHINTS; i++)
 		ck_assert_int_eq(madvx_batch_add(b, f.hints[i].iov_base, f.hints[i].iov_len,
 						 MADV_DONTNEED), (int)i);
-	arg[0] = b;
-	arg[1] = &flush_ret;
-	ck_assert_int_eq(locktrace_measure(&lt, flush_cb, arg, &r), 0);
-	ck_assert_int_eq(flush_ret, 0);
-	ck_assert(!r.lost);
-	ck_assert_int_eq(madvx_batch_stats(b, &st), 0);
+	test_measured_flush(&lt, b, &r, &st);
 	printf("batch flush: %llu read + %llu write mmap_lock acquisitions, %llu syscalls, "
 	       "%llu entries, %llu split, %llu us\n",
 	       (unsigned long long)r.self.acq_read, (unsigned long long)r.self.acq_write,
