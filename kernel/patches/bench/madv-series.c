@@ -49,6 +49,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "guest.h"
+
 #ifndef MADV_COLD
 #define MADV_COLD 20
 #endif
@@ -80,48 +82,10 @@ static int uffd = -1;
 static unsigned long long uffd_features;
 static atomic_ulong remove_events;
 
-static void die(const char *what)
-{
-	fprintf(stderr, "madv-series: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
-
-static void vmstat_read(long long *v)
-{
-	char line[256], key[128];
-	long long val;
-	FILE *f = fopen("/proc/vmstat", "r");
-
-	for (size_t i = 0; i < NKEYS; i++)
-		v[i] = -1;
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%127s %lld", key, &val) != 2)
-			continue;
-		for (size_t i = 0; i < NKEYS; i++)
-			if (!strcmp(key, vmstat_keys[i]))
-				v[i] = val;
-	}
-	fclose(f);
-}
-
 static void vmstat_print(const long long *a, const long long *b)
 {
 	for (size_t i = 0; i < NKEYS; i++)
 		printf("vmstat_%s=%lld\n", vmstat_keys[i], a[i] < 0 ? -1 : b[i] - a[i]);
-}
-
-static void put(const char *file, const char *val)
-{
-	char path[256];
-	int fd;
-
-	snprintf(path, sizeof(path), TRACE "/%s", file);
-	fd = open(path, O_WRONLY | O_TRUNC);
-	if (fd < 0 || write(fd, val, strlen(val)) != (ssize_t)strlen(val))
-		die(path);
-	close(fd);
 }
 
 /* Trace the mmap_lock events of one thread into our own instance. */
@@ -132,13 +96,13 @@ static void trace_start(pid_t tid)
 	rmdir(TRACE);
 	if (mkdir(TRACE, 0755) && errno != EEXIST)
 		die("mkdir " TRACE " (tracefs mounted?)");
-	put("buffer_size_kb", "8192");
-	put("trace_clock", "mono");
+	trace_put(TRACE, "buffer_size_kb", "8192");
+	trace_put(TRACE, "trace_clock", "mono");
 	snprintf(buf, sizeof(buf), "%d", tid);
-	put("set_event_pid", buf);
-	put("events/mmap_lock/mmap_lock_acquire_returned/enable", "1");
-	put("events/mmap_lock/mmap_lock_released/enable", "1");
-	put("tracing_on", "1");
+	trace_put(TRACE, "set_event_pid", buf);
+	trace_put(TRACE, "events/mmap_lock/mmap_lock_acquire_returned/enable", "1");
+	trace_put(TRACE, "events/mmap_lock/mmap_lock_released/enable", "1");
+	trace_put(TRACE, "tracing_on", "1");
 }
 
 struct lockcount {
@@ -153,7 +117,7 @@ static void trace_stop(struct lockcount *c)
 	long written = -1, inbuf = -1;
 	FILE *f;
 
-	put("tracing_on", "0");
+	trace_put(TRACE, "tracing_on", "0");
 	memset(c, 0, sizeof(*c));
 	f = fopen(TRACE "/trace", "r");
 	if (!f)
@@ -193,7 +157,7 @@ static void trace_stop(struct lockcount *c)
 	}
 	fclose(f);
 	c->lost = written > inbuf ? written - inbuf : 0;
-	put("events/mmap_lock/enable", "0");
+	trace_put(TRACE, "events/mmap_lock/enable", "0");
 	rmdir(TRACE);
 }
 
@@ -382,7 +346,7 @@ int main(int argc, char **argv)
 	while (nwriters && atomic_load(&writer_iters) < (unsigned long)nwriters)
 		usleep(1000);
 
-	vmstat_read(v0);
+	vmstat_read_keys(vmstat_keys, NKEYS, v0);
 	trace_start(gettid());
 	for (long i = 0; i < calls; i++) {
 		long ret = 0;
@@ -417,7 +381,7 @@ int main(int argc, char **argv)
 			if (madvise(p, 2 * PG, MADV_DONTNEED))
 				errors++;
 	trace_stop(&lc);
-	vmstat_read(v1);
+	vmstat_read_keys(vmstat_keys, NKEYS, v1);
 	atomic_store(&stop, true);
 	for (int i = 0; i < nwriters; i++)
 		pthread_join(tids[i], NULL);

@@ -41,6 +41,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "guest.h"
+
 #ifndef __NR_process_madvise
 #define __NR_process_madvise 440
 #endif
@@ -73,12 +75,6 @@ static char *region;
 static size_t npages;
 static int pidfd;
 static struct io_uring ring;
-
-static void die(const char *what)
-{
-	fprintf(stderr, "uring-madv: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
 
 static double cpu_s(int who)
 {
@@ -185,36 +181,6 @@ static void release(enum method m)
 	check_released(m);
 }
 
-static void put(const char *file, const char *val)
-{
-	char path[256];
-	int fd;
-
-	snprintf(path, sizeof(path), TRACE "/%s", file);
-	fd = open(path, O_WRONLY | O_TRUNC);
-	if (fd < 0 || write(fd, val, strlen(val)) != (ssize_t)strlen(val))
-		die(path);
-	close(fd);
-}
-
-static void vmstat_read(long long *v)
-{
-	char line[256], key[128];
-	long long val;
-	FILE *f = fopen("/proc/vmstat", "r");
-
-	for (size_t i = 0; i < NKEYS; i++)
-		v[i] = -1;
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "%127s %lld", key, &val) == 2)
-			for (size_t i = 0; i < NKEYS; i++)
-				if (!strcmp(key, vmstat_keys[i]))
-					v[i] = val;
-	fclose(f);
-}
-
 static long count_lines(const char *what)
 {
 	char line[512];
@@ -240,22 +206,22 @@ static void trace_round(enum method m, struct events *ev)
 	rmdir(TRACE);
 	if (mkdir(TRACE, 0755) && errno != EEXIST)
 		die("mkdir " TRACE " (tracefs mounted?)");
-	put("buffer_size_kb", "16384");
-	put("events/io_uring/io_uring_queue_async_work/enable", "1");
-	put("events/mmap_lock/mmap_lock_acquire_returned/enable", "1");
+	trace_put(TRACE, "buffer_size_kb", "16384");
+	trace_put(TRACE, "events/io_uring/io_uring_queue_async_work/enable", "1");
+	trace_put(TRACE, "events/mmap_lock/mmap_lock_acquire_returned/enable", "1");
 	touch_all();
-	vmstat_read(v0);
+	vmstat_read_keys(vmstat_keys, NKEYS, v0);
 	c0 = ctx_switches();
-	put("tracing_on", "1");
+	trace_put(TRACE, "tracing_on", "1");
 	release(m);
-	put("tracing_on", "0");
+	trace_put(TRACE, "tracing_on", "0");
 	ev->csw = ctx_switches() - c0;
-	vmstat_read(ev->vmstat);
+	vmstat_read_keys(vmstat_keys, NKEYS, ev->vmstat);
 	for (size_t i = 0; i < NKEYS; i++)
 		ev->vmstat[i] = v0[i] < 0 ? -1 : ev->vmstat[i] - v0[i];
 	ev->iowq_punts = count_lines("io_uring_queue_async_work");
 	ev->mmap_lock = count_lines("mmap_lock_acquire_returned");
-	put("events/enable", "0");
+	trace_put(TRACE, "events/enable", "0");
 	rmdir(TRACE);
 }
 
