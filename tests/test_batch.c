@@ -596,31 +596,55 @@ START_TEST(threads_with_concurrent_mmap)
 }
 END_TEST
 
-/* Entries of a userfaultfd-armed region never share a call with fast-path ones. */
-START_TEST(uffd_region_entries_go_apart)
+/*
+ * Entries of a userfaultfd-armed region whose context wants UFFD_EVENT_REMOVE
+ * never share a call with fast-path ones; a plain MADVX_REGION_UFFD region
+ * joins the fast path where the kernel keeps it (probe feature per_vma_uffd).
+ */
+static void uffd_region_fallbacks(unsigned int flags, uint64_t want)
 {
 	size_t pg = test_page();
 	uint8_t *a = test_map_filled(8, 1), *u = test_map_filled(8, 2);
 	struct madvx_stats st = { .size = sizeof(st) };
 	struct madvx_batch *b;
 
-	ck_assert_int_eq(madvx_region_register(u, 8 * pg, MADVX_REGION_UFFD), 0);
-	ck_assert_int_eq(madvx_region_register(u, pg, 0), -EEXIST);
-	ck_assert_int_eq(madvx_region_register(u + 1, pg, 0), -EINVAL);
+	if (madvx_advice_lock(MADV_DONTNEED) != MADVX_LOCK_PER_VMA)
+		want = 2;	/* no fast path at all: both entries fall back, together */
+	ck_assert_int_eq(madvx_region_register(u, 8 * pg, flags), 0);
 	ck_assert_int_eq(madvx_batch_create(NULL, &b), 0);
 	madvx_batch_add(b, u, 8 * pg, MADV_DONTNEED);
 	madvx_batch_add(b, a, 8 * pg, MADV_DONTNEED);
 	ck_assert_int_eq(madvx_batch_flush(b), 0);
 	ck_assert_int_eq(madvx_batch_stats(b, &st), 0);
-	ck_assert_uint_eq(st.fallback_entries, 1);
+	ck_assert_uint_eq(st.fallback_entries, want);
 	if (madvx_feature_supported(MADVX_FEAT_PROCESS_MADVISE) == 1)
-		ck_assert_uint_eq(st.syscalls, 2);
+		ck_assert_uint_eq(st.syscalls, want == 1 ? 2 : 1);
 	ck_assert(test_page_zero(a) && test_page_zero(u + 7 * pg));
 	ck_assert_int_eq(madvx_region_unregister(u), 0);
-	ck_assert_int_eq(madvx_region_unregister(u), -ENOENT);
 	madvx_batch_free(b);
 	munmap(a, 8 * pg);
 	munmap(u, 8 * pg);
+}
+
+START_TEST(uffd_region_plain_follows_probe)
+{
+	uffd_region_fallbacks(MADVX_REGION_UFFD,
+			      madvx_feature_supported(MADVX_FEAT_PER_VMA_UFFD) == 1 ? 0 : 1);
+}
+END_TEST
+
+START_TEST(uffd_region_entries_go_apart)
+{
+	uint8_t *u = test_map_filled(1, 3);
+
+	ck_assert_int_eq(madvx_region_register(u, test_page(), MADVX_REGION_UFFD), 0);
+	ck_assert_int_eq(madvx_region_register(u, test_page(), 0), -EEXIST);
+	ck_assert_int_eq(madvx_region_register(u + 1, test_page(), 0), -EINVAL);
+	ck_assert_int_eq(madvx_region_register(u, test_page(), 1U << 2), -EINVAL);
+	ck_assert_int_eq(madvx_region_unregister(u), 0);
+	ck_assert_int_eq(madvx_region_unregister(u), -ENOENT);
+	munmap(u, test_page());
+	uffd_region_fallbacks(MADVX_REGION_UFFD_EVENT_REMOVE, 1);
 }
 END_TEST
 
@@ -797,6 +821,7 @@ int main(void)
 	tcase_add_test(api, fork_child_advises_itself);
 	tcase_add_test(api, threads_with_concurrent_mmap);
 	tcase_add_test(api, uffd_region_entries_go_apart);
+	tcase_add_test(api, uffd_region_plain_follows_probe);
 	tcase_add_test(api, release_flush_policy);
 	tcase_add_test(api, process_stats_add_up);
 	tcase_add_test(api, advice_index_table_is_consistent);
