@@ -6,6 +6,10 @@
  * kernel, so add + flush measures the library's own work (validation,
  * epochs, sort, merge, VMA lookups by PROCMAP_QUERY, planning, vectors,
  * crediting) and nothing else. Everything else is forwarded to libc.
+ *
+ * A static executable (the test kernel's guest) cannot forward: there is no
+ * libc syscall() behind ours to find. It gets no interposition, dry mode
+ * answers nothing, and p7 reports that the dry variant did not take.
  */
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -28,6 +32,7 @@ uint64_t bench_dry_calls(void)
 	return atomic_load(&dry_calls);
 }
 
+#ifndef BENCH_STATIC
 /* Default visibility: the project builds with -fvisibility=hidden, and the
  * definition must reach the dynamic symbol table to interpose libc's. */
 __attribute__((visibility("default"))) long syscall(long nr, ...);
@@ -55,3 +60,4 @@ long syscall(long nr, ...)
 		real = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
 	return real(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
+#endif
