@@ -149,18 +149,23 @@ static bool matches(int i, int l)
 	return !strcmp(measured_name(m, buf, sizeof(buf)), expected_name(advs[i], l));
 }
 
+static bool as_predicted(int i)
+{
+	return matches(i, SINGLE) && matches(i, MULTI);
+}
+
 int verify_differences(void)
 {
 	int differ = 0;
 
 	for (int i = 0; i < nadv; i++)
-		differ += !(matches(i, SINGLE) && matches(i, MULTI));
+		differ += !as_predicted(i);
 	return differ;
 }
 
 int verify_print_table(void)
 {
-	int differ = 0;
+	int differ = verify_differences();
 
 	printf("\nmeasured with the mmap_lock tracepoints (madvise() of 16 pages; min of %d runs)\n",
 	       TRIALS);
@@ -168,13 +173,11 @@ int verify_print_table(void)
 	       "2 VMAs: exp", "measured", "");
 	for (int i = 0; i < nadv; i++) {
 		char b0[48], b1[48];
-		bool ok = matches(i, SINGLE) && matches(i, MULTI);
 
-		differ += !ok;
 		printf("%-22s %-11s %-18s %-11s %-18s %s\n", madvx_advice_name(advs[i]),
 		       expected_name(advs[i], SINGLE), measured_name(&res[i][SINGLE], b0, sizeof(b0)),
 		       expected_name(advs[i], MULTI), measured_name(&res[i][MULTI], b1, sizeof(b1)),
-		       ok ? "" : "DIFFERS");
+		       as_predicted(i) ? "" : "DIFFERS");
 	}
 	printf("%d of %d advices differ from the prediction\n", differ, nadv);
 	return differ;
