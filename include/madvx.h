@@ -203,34 +203,64 @@ MADVX_API int madvx_kernel_info(struct madvx_kernel_info *info);
  * process_madvise(2) calls whose every entry lies inside one VMA, so the
  * kernel can keep each on its per-VMA fast path:
  *
- *  - hints are sorted, duplicates dropped, overlapping or adjacent hints of
- *    one advice merged while they stay in one VMA, and hints that cross VMA
- *    boundaries split into one entry per VMA (bounds from PROCMAP_QUERY, from
- *    regions registered with madvx_region_register(), or /proc/self/maps);
+ *  - hints are sorted by address, duplicates dropped, overlapping or
+ *    adjacent hints of one advice merged while they stay in one VMA, and
+ *    hints that cross VMA boundaries split into one entry per VMA (bounds
+ *    from PROCMAP_QUERY, from regions registered with
+ *    madvx_region_register(), or /proc/self/maps);
  *  - entries the kernel would take off the fast path (advices that need
  *    mmap_lock, VMAs armed by userfaultfd) go in calls of their own, after
  *    the fast-path calls, so one fallback never drags the rest onto mmap_lock;
  *  - at most 1024 entries per call (UIO_MAXIOV).
  *
+ * Results are exact: for every hint, err and done are what madvise(2) of
+ * that hint alone would give, applied in add order, and the memory ends as
+ * it would. Planning (merging, splitting, reordering, the region table) only
+ * decides how fast that happens; what the kernel answers decides every
+ * result. madvise() walks the hint's pages in address order:
+ *
+ *  - at the first VMA that refuses the advice (EINVAL: mlocked DONTNEED,
+ *    VM_PFNMAP, ...; EACCES; EPERM: sealed; EFAULT: a POPULATE that hits a
+ *    guard page or PROT_NONE; ...) it stops: err is that error, the hint's
+ *    later VMAs are NOT advised, done = mapped bytes of the hint below
+ *    that VMA;
+ *  - otherwise, where part of the range is unmapped, the mapped parts are
+ *    advised: err = -ENOMEM, done = mapped bytes. MADV_POPULATE_READ/WRITE
+ *    stop at the first hole instead (done = mapped bytes below it);
+ *  - otherwise err = 0 and done = len rounded up to pages.
+ *
+ * When a merged or split kernel entry fails, the flush re-applies its hints
+ * one by one, VMA by VMA, with madvise() on fresh VMA bounds, so that every
+ * hint gets exactly its own answer (all advices the library merges are
+ * idempotent, so re-applying what the failed entry did changes nothing).
+ *
  * Order: hints may be reordered freely unless two hints with DIFFERENT
  * advices overlap; then the later one is applied after the earlier one (the
  * batch is cut into ordered "epochs"), e.g. DONTNEED then WILLNEED of one
- * range populates it again, FREE then DONTNEED zaps it.
- *
- * Semantics per hint are madvise(2)'s with one deliberate difference: a hint
- * that spans several VMAs is applied to every VMA that accepts it, where
- * madvise() stops at the first VMA that fails with an error other than
- * ENOMEM. Unmapped parts give ENOMEM after the mapped parts are advised,
- * as with madvise().
+ * range populates it again, FREE then DONTNEED zaps it. Ordering compares
+ * virtual addresses: two mappings of one file or memfd (aliases) are not
+ * ordered against each other.
  *
  * Memory: the add and flush paths never call malloc() (allocators call them
  * from inside malloc/free); storage is mmap()ed at creation or supplied by
  * the caller.
  *
  * Thread-safety: a batch belongs to one thread at a time; use one per thread
- * (or lock around it). Different batches may be used concurrently.
- * Fork: a child may keep using a batch it inherited; the library never
- * advises the child's memory through the parent's pidfd.
+ * (or lock around it). Different batches may be used concurrently. Once a
+ * flush has returned, any number of threads may call madvx_batch_results(),
+ * madvx_batch_pending() and madvx_batch_stats() on it at once.
+ *
+ * Fork: the library notices a new process at its next entry, whatever made
+ * it - fork(), _Fork(), syscall(SYS_fork), clone() without CLONE_VM - and
+ * drops the per-process state it inherited (the pidfd and /proc/self/maps fd
+ * that name the parent, VMA caches), so it never advises the parent's memory.
+ * In the child, the batches the forking thread owned may be used as before
+ * (their pending hints apply to the child's copy of the memory) and new ones
+ * created; batches other threads owned at the fork may have been mid-flush
+ * and may only be freed. After vfork() or clone(CLONE_VM) the child shares
+ * the parent's memory and may only exec or _exit. clone() with CLONE_FILES
+ * but without CLONE_VM is not supported (the child closes the inherited
+ * fds, which it would then share with the parent).
  */
 struct madvx_batch;
 
@@ -239,39 +269,56 @@ struct madvx_batch;
 /* Skip process_madvise(): one madvise() per planned entry (still planned). */
 #define MADVX_BATCH_NO_VECTOR (1U << 1)
 
-/* Result of one hint, valid after the flush that applied it. */
+/* The most hints one batch holds (madvx_batch_opts.capacity). */
+#define MADVX_BATCH_MAX_CAPACITY (1U << 24)
+
+/*
+ * Result of one hint, valid after the flush that applied it. Every per-item
+ * result in this API (madvx_hint.err, madvx_uffd_item.err) is 0 or a
+ * negative errno, like the return values.
+ */
 struct madvx_hint {
 	uint64_t addr;		/* as added */
 	uint64_t len;		/* as added (rounded up to pages when applied) */
-	int advice;
-	int err;		/* 0, or the positive errno of what was not applied */
-	uint64_t done;		/* bytes of the hint the kernel applied */
+	int32_t advice;
+	int32_t err;		/* 0, or -errno: madvise()'s answer for this hint alone */
+	uint64_t done;		/* bytes of the hint the kernel applied (see above) */
+	uint64_t seq;		/* hints added to this batch before this one, since creation */
+	uint64_t __reserved[2];	/* zero; room to grow */
 };
 
 /*
- * Called from a flush (explicit or automatic) for every hint that failed,
- * with the hint's final result. May not call back into the same batch.
+ * Called from a flush (explicit or automatic) with a hint's final result:
+ * madvx_error_fn for every hint that failed, madvx_result_fn for every hint,
+ * in add order. Neither may call back into the same batch.
  */
 typedef void (*madvx_error_fn)(void *ctx, const struct madvx_hint *hint);
+typedef void (*madvx_result_fn)(void *ctx, const struct madvx_hint *hint);
 
 struct madvx_batch_opts {
 	size_t size;		/* sizeof(struct madvx_batch_opts) */
-	uint32_t capacity;	/* hints held before full; 0 = 4096 */
+	uint64_t capacity;	/* hints held before full; 0 = 4096; max MADVX_BATCH_MAX_CAPACITY */
 	uint32_t flags;		/* MADVX_BATCH_* */
+	uint32_t __reserved0;	/* zero */
 	void *storage;		/* caller memory for the batch, or NULL: mmap */
 	size_t storage_size;	/* bytes at storage: madvx_batch_storage_size() */
-	madvx_error_fn on_error;	/* optional */
+	madvx_error_fn on_error;	/* optional: every failed hint */
 	void *on_error_ctx;
+	madvx_result_fn on_result;	/* optional: every hint */
+	void *on_result_ctx;
 };
 
-/* Bytes of caller storage a batch of @capacity hints needs (0 = default). */
-MADVX_API size_t madvx_batch_storage_size(uint32_t capacity);
+/*
+ * Bytes of caller storage a batch of @capacity hints needs (0 = default);
+ * 0 when @capacity exceeds MADVX_BATCH_MAX_CAPACITY.
+ */
+MADVX_API size_t madvx_batch_storage_size(size_t capacity);
 
 /*
  * madvx_batch_create - make a batch. @opts may be NULL for defaults.
  * Returns 0 and sets *out, or -EINVAL (bad opts, NULL out, capacity over
- * 2^24), -E2BIG (unknown nonzero opts fields), -ENOSPC (storage_size too
- * small), -ENOMEM (mmap failed).
+ * MADVX_BATCH_MAX_CAPACITY, nonzero __reserved0), -E2BIG (unknown nonzero
+ * opts fields), -ENOSPC (storage_size too small), -ENOMEM (mmap failed).
  */
 MADVX_API int madvx_batch_create(const struct madvx_batch_opts *opts,
 				 struct madvx_batch **out);
@@ -282,29 +329,38 @@ MADVX_API void madvx_batch_free(struct madvx_batch *batch);
 /*
  * madvx_batch_add - queue a hint.
  * Returns the hint's index in the current flush (>= 0; see
- * madvx_batch_results()), or: -EINVAL for a NULL batch, an unknown advice,
- * an unaligned @addr or a range that wraps (what madvise() would say);
- * -ENOSPC when full without MADVX_BATCH_AUTOFLUSH. A zero-length hint is
+ * madvx_batch_results(); its seq is madvx_batch_seq() before the add), or:
+ * -EINVAL for a NULL batch, and exactly where madvise() fails its argument
+ * checks: an unknown advice, an unaligned @addr, or a range whose end wraps
+ * past 2^64; -ENOSPC when full without MADVX_BATCH_AUTOFLUSH. Any other
+ * address is accepted, also one above the user address space: its result is
+ * madvise()'s (-ENOMEM) and no other hint is affected. A zero-length hint is
  * accepted and succeeds with nothing done, as in madvise(). With AUTOFLUSH a
- * full batch is flushed first; failures of that flush reach on_error and the
- * next madvx_batch_flush() return value.
+ * full batch is flushed first; the results of that flush reach on_result
+ * and on_error, and its failures the next madvx_batch_flush() return value.
  */
 MADVX_API int madvx_batch_add(struct madvx_batch *batch, void *addr, size_t len,
 			      int advice);
 
+/* Hints added to @batch since creation (the seq the next hint gets); 0 for NULL. */
+MADVX_API uint64_t madvx_batch_seq(const struct madvx_batch *batch);
+
 /*
  * madvx_batch_flush - apply every queued hint.
  * Returns 0 when every hint since the previous madvx_batch_flush() (including
- * hints applied by automatic flushes) was applied in full; otherwise the
- * -errno of the first failure (e.g. -ENOMEM unmapped, -EINVAL, -EPERM sealed,
- * -EAGAIN after bounded retries). Per-hint results: madvx_batch_results().
+ * hints applied by automatic flushes) was applied in full; otherwise the err
+ * of the first failed hint in add order (e.g. -ENOMEM unmapped, -EINVAL,
+ * -EPERM sealed, -EAGAIN after bounded retries). Per-hint results:
+ * madvx_batch_results().
  */
 MADVX_API int madvx_batch_flush(struct madvx_batch *batch);
 
 /*
- * madvx_batch_results - the hints of the last flush with their results, in
- * the order they were added; *count receives how many. Valid until the next
- * add or flush. Returns NULL (and *count = 0) for a NULL batch.
+ * madvx_batch_results - the hints of the last flush (explicit or automatic)
+ * with their results, in the order they were added; *count receives how
+ * many. Valid until the next add or flush; safe to call from several
+ * threads at once. Returns NULL (and *count = 0) for a NULL batch or while
+ * hints are pending.
  */
 MADVX_API const struct madvx_hint *madvx_batch_results(const struct madvx_batch *batch,
 							uint32_t *count);
@@ -773,8 +829,16 @@ MADVX_API int madvx_uffd_stats(const struct madvx_uffd *uffd, struct madvx_uffd_
  *    (kernels with kernel/patches/0005); on a ring with
  *    IORING_SETUP_SQPOLL they do not, and such a kernel completes them in
  *    the ring's SQ thread.
- *    Epochs become IOSQE_IO_DRAIN barriers. Completions are reaped by
- *    madvx_async_wait()/madvx_async_poll() (or madvx_async_cqe()).
+ *    Runs of merged hints are not cut at VMA boundaries here: SQEs run in
+ *    parallel, so the pieces of one hint could not stop at its first VMA
+ *    that refuses the advice; each SQE is one madvise() walk instead (a run
+ *    that crosses VMAs takes mmap_read_lock in the io-wq worker). An entry
+ *    that fails is resolved hint by hint with madvise() where its CQE is
+ *    reaped. A group that overlaps work of another advice still in flight
+ *    (an earlier epoch or submission) waits in submit until that work and
+ *    its resolution are done, so results and memory stay exact.
+ *    Completions are reaped by madvx_async_wait()/madvx_async_poll() (or
+ *    madvx_async_cqe()).
  *  - MADVX_ASYNC_SYNC: madvx_batch_flush() inside submit; the ticket is
  *    complete at once. For tests and for callers that want one code path.
  *  - MADVX_ASYNC_DEFAULT: madvx_async_default_backend(): THREAD, chosen by

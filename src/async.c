@@ -52,7 +52,7 @@ static bool io_uring_usable(void)
 }
 
 static enum madvx_async_backend default_backend;
-static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+static struct madvx_once default_once = MADVX_ONCE_INIT;
 
 /*
  * THREAD unless MADVX_ASYNC_BACKEND says otherwise; io_uring only where the
@@ -74,7 +74,7 @@ static void decide_default(void)
 MADVX_API enum madvx_async_backend madvx_async_default_backend(void)
 {
 	madvx_probe();
-	pthread_once(&default_once, decide_default);
+	madvx_once(&default_once, decide_default);
 	return default_backend;
 }
 
@@ -242,7 +242,7 @@ MADVX_API int madvx_async_create(const struct madvx_async_opts *opts,
 	}
 	a->backend = o.backend;
 	a->nslots = o.max_tickets;
-	a->pid = getpid();
+	a->gen = madvx_proc_gen();
 	pthread_mutex_init(&a->lock, NULL);
 	pthread_cond_init(&a->done_cv, NULL);
 	pthread_cond_init(&a->work_cv, NULL);
@@ -282,7 +282,7 @@ nomem:
  */
 static bool forked(const struct madvx_async *a)
 {
-	return getpid() != a->pid;
+	return madvx_proc_gen() != a->gen;
 }
 
 static bool any_queued(const struct madvx_async *a)

@@ -38,7 +38,7 @@ struct madvx_async {
 	pthread_t thread;
 	struct madvx_uring *uring;
 	uint32_t cur_slot;		/* io_uring: the slot being planned */
-	pid_t pid;			/* creator: a forked child gets -ECHILD */
+	uint64_t gen;			/* creator's process generation: a child gets -ECHILD */
 };
 
 /* async.c: @slot's batch is fully credited: tally it, mark it done, wake waiters. */

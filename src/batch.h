@@ -1,7 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Batch internals shared by batch.c (planning, synchronous issue) and the
- * asynchronous backends (iouring.c, async.c), which issue the same plan.
+ * Batch internals, shared by the three halves of the engine and by the
+ * asynchronous backends:
+ *
+ *   batch.c  the public API: hints, epochs, results, counters;
+ *   plan.c   planning: sort, merge into runs, cut runs at VMA boundaries;
+ *   issue.c  issuing the planned entries and deciding every hint's result
+ *            from what the kernel answered.
+ *
+ * iouring.c and async.c issue the same plan (madvx_batch_issue_deferred()).
  */
 #ifndef MADVX_BATCH_H
 #define MADVX_BATCH_H
@@ -9,56 +16,183 @@
 #include "internal.h"
 #include "vma.h"
 
+/*
+ * One hint, with its result: the only per-hint record the add, plan and
+ * credit paths touch (struct madvx_hint is built from it on demand).
+ *
+ * Results are credited by exception: an entry the kernel applied in full
+ * costs no work per hint. A hint's done is its rounded length minus
+ * @undone (unmapped bytes); once madvise() would have stopped for it
+ * (HINT_STOPPED), @stop is where, and @undone is recomputed from the
+ * kernel's view of what lies mapped below @stop.
+ */
+struct hint_int {
+	uint64_t start;
+	uint64_t end;		/* start + len rounded up to pages */
+	uint64_t len;		/* as added */
+	uint64_t undone;	/* bytes of [start, end) not applied */
+	uint64_t stop;		/* HINT_STOPPED: nothing at or above it is applied */
+	int32_t err;		/* 0 or -errno */
+	uint32_t epoch;
+	int32_t advice;
+	int16_t adv_idx;
+	uint16_t flags;		/* HINT_* */
+};
+
+/* On an epoch's first hint: its hints were not added in plan order. */
+#define HINT_EPOCH_UNSORTED (1U << 0)
+/* madvise() of this hint alone would have stopped at @stop. */
+#define HINT_STOPPED (1U << 1)
+
+struct sort_item {
+	uint64_t key;
+	uint32_t idx;		/* add index */
+	uint32_t pad;
+};
+
 /* One kernel entry: a range inside one VMA (as far as we know). */
 struct madvx_entry {
 	uint64_t start;
 	uint64_t len;
-	uint32_t first;		/* sorted positions of the hints it may cover */
+	uint32_t first;		/* positions of the hints it may cover */
 	uint32_t last;
 	bool fallback;		/* predicted to take mmap_lock */
 	bool via_sorted;	/* first/last index the epoch's sorted order */
 };
 
 #define MADVX_MAX_VEC 1024	/* UIO_MAXIOV */
+#define MADVX_PLAN_CHUNK 1024	/* entries planned before they are issued */
 
 /* How the planner hands a group of entries (one advice, one lock class) on. */
 struct madvx_batch;
 typedef void (*madvx_issue_fn)(struct madvx_batch *b, int advice,
 			       struct madvx_entry *e, uint32_t n);
 
-/*
- * Flush @b, handing every planned group (one advice; all fast-path or all
- * fallback entries; in the order the synchronous flush would issue them) to
- * @issue instead of the kernel. @issue must credit each entry with
- * madvx_entry_done() / madvx_entry_madvise() before the flush returns
- * (results and failure reporting then work as for madvx_batch_flush()).
- * Returns the first failure's -errno, or 0.
- */
-MADVX_HIDDEN int madvx_batch_flush_via(struct madvx_batch *b, madvx_issue_fn issue,
-				       void *ctx);
-MADVX_HIDDEN void *madvx_batch_issue_ctx(struct madvx_batch *b);
+enum { RESULTS_STALE = 0, RESULTS_BUILDING, RESULTS_BUILT };
+
+struct madvx_batch {
+	uint32_t capacity;
+	uint32_t flags;
+	uint32_t count;		/* hints queued */
+	uint32_t nresults;	/* hints of the last flush (still in hints[]) */
+	_Atomic uint32_t results_state;	/* RESULTS_*: res[] holds them */
+	bool use_sorted;	/* current epoch: positions go through sorted[] */
+	bool whole_runs;	/* plan runs as single entries (deferred issue) */
+	bool owns_storage;
+	uint32_t flush_failed;	/* hints that failed in this flush */
+	uint32_t nstopped;	/* hints with HINT_STOPPED in this flush */
+	size_t storage_size;
+	madvx_error_fn on_error;
+	void *on_error_ctx;
+	madvx_result_fn on_result;
+	void *on_result_ctx;
+	int sticky_err;		/* first failure since the last explicit flush */
+	uint64_t seq_base;	/* hints added before hints[0] since creation */
+
+	/* current epoch, for the ordering rule */
+	uint32_t epoch;
+	uint32_t epoch_start;
+	uint64_t epoch_advices;	/* bit per adv_idx */
+	uint64_t epoch_lo, epoch_hi;
+	uint64_t epoch_last_key;	/* to notice adds out of plan order */
+
+	/* Set while an async backend flushes: planned groups go to it. */
+	madvx_issue_fn issue;
+	void *issue_ctx;
+
+	struct madvx_vma_cache vmas;
+	struct madvx_stats st;
+	struct madvx_stats published;	/* part of st already in gstats */
+
+	struct hint_int *hints;
+	struct madvx_hint *res;
+	struct sort_item *sorted;
+	struct sort_item *scratch;
+	struct madvx_entry entries[MADVX_PLAN_CHUNK];
+	struct madvx_entry spill[MADVX_PLAN_CHUNK];	/* fallback entries, in order */
+	struct iovec iov[MADVX_MAX_VEC];
+};
 
 /*
- * The asynchronous form: plan and hand every group to @issue, which may
- * credit entries later (after this returns, from any thread that owns the
- * batch then). Entries passed to @issue live only during the call: copy
- * them. Once every entry is credited, madvx_batch_complete() counts the
- * failures, calls on_error and publishes results; it returns what
+ * Planning works on positions: within an epoch, position k is hint k when
+ * the hints were added in plan order (the common case: one advice, rising
+ * addresses), else hint sorted[k].idx. Entries remember which.
+ */
+static inline uint32_t pos_hint(const struct madvx_batch *b, bool via_sorted, uint32_t k)
+{
+	return via_sorted ? b->sorted[k].idx : k;
+}
+
+static inline uint64_t range_overlap(uint64_t a0, uint64_t a1, uint64_t b0, uint64_t b1)
+{
+	uint64_t lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
+
+	return hi > lo ? hi - lo : 0;
+}
+
+/* ---- plan.c ---- */
+
+/* Lock class of an advice index: 0 per-VMA, 1 mmap_read_lock, 2 mmap_write_lock. */
+MADVX_HIDDEN void madvx_plan_init(void);
+MADVX_HIDDEN uint64_t madvx_sort_key(const struct hint_int *h);
+/* Plan and issue the hints [from, to) of one epoch. */
+MADVX_HIDDEN void madvx_plan_epoch(struct madvx_batch *b, uint32_t from, uint32_t to);
+
+/* ---- issue.c ---- */
+
+/* Hand the planned entries b->entries[0, n) of @advice to the kernel. */
+MADVX_HIDDEN void madvx_issue_planned(struct madvx_batch *b, int advice, uint32_t n);
+
+/*
+ * [start, start + len) is unmapped for the hints at positions first..last:
+ * credited -ENOMEM (POPULATE_*: the hint stops there).
+ */
+MADVX_HIDDEN void madvx_credit_hole(struct madvx_batch *b, int advice, bool via_sorted,
+				    uint32_t first, uint32_t last, uint64_t start,
+				    uint64_t len);
+
+/* Credit @e as applied in full (@done bytes, for the counters). */
+MADVX_HIDDEN void madvx_entry_done(struct madvx_batch *b, const struct madvx_entry *e,
+				   uint64_t done);
+
+/*
+ * The kernel did not apply @e in full (@err: its answer, -ECANCELED when it
+ * never ran): give every hint it covers exactly madvise()'s answer for its
+ * part, re-applying it VMA by VMA with madvise() on the kernel's bounds.
+ * Returns true when every hint's part was applied in full after all.
+ */
+MADVX_HIDDEN bool madvx_entry_failed(struct madvx_batch *b, int advice,
+				     const struct madvx_entry *e, long err);
+
+/* Apply one entry with madvise(2) and credit it: the exact-semantics path. */
+MADVX_HIDDEN long madvx_entry_madvise(struct madvx_batch *b, int advice,
+				      const struct madvx_entry *e);
+
+/*
+ * Does @e cover a part of a hint that already stopped below it? Then it must
+ * not be issued as planned (madvx_entry_narrowed()).
+ */
+MADVX_HIDDEN bool madvx_entry_touches_stopped(const struct madvx_batch *b,
+					      const struct madvx_entry *e);
+/* Issue @e without the parts of stopped hints, with madvise(). */
+MADVX_HIDDEN void madvx_entry_narrowed(struct madvx_batch *b, int advice,
+				       const struct madvx_entry *e);
+
+/* ---- batch.c: the interface the asynchronous backends use ---- */
+
+/*
+ * The asynchronous form of a flush: plan and hand every group to @issue,
+ * which may credit entries later (after this returns, from any thread that
+ * owns the batch then). Entries passed to @issue live only during the call:
+ * copy them. Runs are planned whole (not cut at VMA boundaries): entries
+ * running in parallel could not stop a hint at its first failing VMA.
+ * Once every entry is credited, madvx_batch_complete() counts the
+ * failures, calls the callbacks and publishes results; it returns what
  * madvx_batch_flush() would (the first failure since the last flush).
  */
 MADVX_HIDDEN int madvx_batch_issue_deferred(struct madvx_batch *b, madvx_issue_fn issue,
 					    void *ctx);
 MADVX_HIDDEN int madvx_batch_complete(struct madvx_batch *b);
-
-/* Credit @e with success (@ok) or with @err for every hint it covers. */
-MADVX_HIDDEN void madvx_entry_done(struct madvx_batch *b, const struct madvx_entry *e,
-				   uint64_t done, int err);
-
-/* madvise(2) of @e said ENOMEM: credit each hint with what is mapped of its part. */
-MADVX_HIDDEN void madvx_entry_enomem(struct madvx_batch *b, const struct madvx_entry *e);
-
-/* Apply one entry with madvise(2) and credit it: the exact-semantics path. */
-MADVX_HIDDEN long madvx_entry_madvise(struct madvx_batch *b, int advice,
-				      const struct madvx_entry *e);
+MADVX_HIDDEN void *madvx_batch_issue_ctx(struct madvx_batch *b);
 
 #endif /* MADVX_BATCH_H */

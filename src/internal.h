@@ -3,6 +3,7 @@
 #ifndef MADVX_INTERNAL_H
 #define MADVX_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -79,16 +80,50 @@ static inline int madvx_advice_index(int advice)
 	return madvx_advice_index_of[advice] - 1;
 }
 
+/* ---- proc.c: which process is running (fork detection without atfork) ---- */
+
+/*
+ * The generation of the running process: changes in every new process,
+ * whatever made it (fork, _Fork, syscall(SYS_fork), clone without CLONE_VM).
+ * One load on the fast path. Stamp per-process state with it.
+ */
+MADVX_HIDDEN uint64_t madvx_proc_gen(void);
+
+/* pthread_once() that a fork in the middle of the run cannot wedge. */
+struct madvx_once {
+	_Atomic uint64_t state;
+};
+#define MADVX_ONCE_INIT { 0 }
+MADVX_HIDDEN void madvx_once_slow(struct madvx_once *o, void (*fn)(void));
+
+static inline void madvx_once(struct madvx_once *o, void (*fn)(void))
+{
+	if (likely(atomic_load_explicit(&o->state, memory_order_acquire) == UINT64_MAX))
+		return;
+	madvx_once_slow(o, fn);
+}
+
+/* A lock for rare writers that a child takes over from a parent's thread. */
+struct madvx_plock {
+	_Atomic uint64_t owner;
+};
+MADVX_HIDDEN void madvx_plock_lock(struct madvx_plock *l);
+MADVX_HIDDEN void madvx_plock_unlock(struct madvx_plock *l);
+
+/* An fd naming this process, reopened (and the inherited one closed) in a child. */
+struct madvx_proc_fd {
+	_Atomic uint64_t v;
+};
+MADVX_HIDDEN int madvx_proc_fd(struct madvx_proc_fd *slot, int (*open_fd)(void));
+
 /*
  * The pidfd that names this process for process_madvise(): PIDFD_SELF where
- * the kernel takes it, else a pidfd_open() result cached per process and
- * reopened after fork() (a pidfd opened before fork still names the parent).
- * Returns the fd or -errno.
+ * the kernel takes it, else pidfd_open(getpid()) cached per process (a
+ * pidfd opened before a fork names the parent). Returns the fd or -errno.
  */
 MADVX_HIDDEN int madvx_self_pidfd(void);
 
-/* fork() handlers for the fds that name this process; registered by the probe. */
-MADVX_HIDDEN void madvx_register_atfork(void);
-MADVX_HIDDEN void madvx_vma_after_fork_child(void);
+/* The /proc/self/maps fd of this process (vma.c). */
+MADVX_HIDDEN int madvx_self_maps_fd(void);
 
 #endif /* MADVX_INTERNAL_H */

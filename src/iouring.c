@@ -207,22 +207,16 @@ static void rec_complete(struct madvx_async *a, uint32_t idx, int32_t res)
 	struct madvx_ticket_slot *s = &a->slots[r->slot];
 
 	u->inflight--;
-	if (res == 0) {
-		madvx_entry_done(s->b, &r->e, r->e.len, 0);
-	} else if (res == -ENOMEM) {
-		/* Mapped parts were advised, as with madvise(): credit what is mapped. */
-		madvx_entry_enomem(s->b, &r->e);
-	} else if (res == -EAGAIN || res == -EINTR) {
-		/*
-		 * Transient: apply it here with madvise() (which retries as the
-		 * synchronous flush does). This may land after a later epoch's
-		 * overlapping entries; the kernel does not return these for
-		 * madvise today.
-		 */
-		madvx_entry_madvise(s->b, r->advice, &r->e);
-	} else {
-		madvx_entry_done(s->b, &r->e, 0, -res);
-	}
+	/*
+	 * Anything but full success (an error; -ECANCELED: a linked part that
+	 * never ran) is resolved here, hint by hint, with madvise(). A later
+	 * epoch's SQE that overlaps this one with another advice may already
+	 * have run: see "io_uring" in include/madvx.h.
+	 */
+	if (res == 0)
+		madvx_entry_done(s->b, &r->e, r->e.len);
+	else
+		madvx_entry_failed(s->b, r->advice, &r->e, res);
 	r->next_free = u->free_head;
 	u->free_head = idx;
 	if (--s->pending == 0 && !s->planning)
@@ -330,7 +324,7 @@ static struct io_uring_sqe *get_sqe(struct madvx_async *a)
 }
 
 static void queue_part(struct madvx_async *a, uint32_t slot, int advice,
-		       const struct madvx_entry *part, bool drain)
+		       const struct madvx_entry *part, bool link)
 {
 	struct madvx_uring *u = a->uring;
 	uint32_t idx = get_rec(a);
@@ -353,18 +347,34 @@ static void queue_part(struct madvx_async *a, uint32_t slot, int advice,
 				      (off_t)part->len, advice);
 	}
 	sqe->flags |= u->sqe_flags;
-	if (drain)
-		sqe->flags |= IOSQE_IO_DRAIN;
+	if (link)
+		sqe->flags |= IOSQE_IO_LINK;
 	io_uring_sqe_set_data64(sqe, u->tag | idx);
+}
+
+/*
+ * Wait until nothing of ours is in flight: every earlier SQE completed and
+ * its CQE handled - including the madvise() resolution of failed entries,
+ * which IOSQE_IO_DRAIN could not order (it waits for completions, not for
+ * what the reaper does with them).
+ */
+static void quiesce(struct madvx_async *a)
+{
+	struct madvx_uring *u = a->uring;
+
+	submit_all(a);
+	while (u->inflight)
+		madvx_uring_reap(a, true);
 }
 
 /*
  * madvx_issue_fn: one planned group (one advice, in issue order). io-wq
  * runs SQEs concurrently, so where this group overlaps anything of another
  * advice that may still run (an earlier epoch, or an earlier submission),
- * its first SQE carries IOSQE_IO_DRAIN: it starts after every earlier SQE
- * completed, and the group's other SQEs start after it. Groups that cannot
- * overlap what runs go in without a barrier.
+ * the group waits until that is done (quiesce()). Groups that cannot
+ * overlap what runs go in at once. Entries are whole runs (the planner does
+ * not cut them for deferred issue): each SQE is one madvise() walk, which
+ * stops at the first VMA that refuses, as madvise() of each hint would.
  */
 static void uring_issue(struct madvx_batch *b, int advice, struct madvx_entry *e,
 			uint32_t n)
@@ -375,7 +385,6 @@ static void uring_issue(struct madvx_batch *b, int advice, struct madvx_entry *e
 	uint64_t bit = 1ULL << madvx_advice_index(advice);
 	uint64_t lo = UINT64_MAX, hi = 0;
 	uint64_t chunk = (1ULL << 32) - madvx_page_size();
-	bool drain;
 
 	for (uint32_t i = 0; i < n; i++) {
 		if (e[i].start < lo)
@@ -383,11 +392,10 @@ static void uring_issue(struct madvx_batch *b, int advice, struct madvx_entry *e
 		if (e[i].start + e[i].len > hi)
 			hi = e[i].start + e[i].len;
 	}
-	/* Nothing in flight: nothing to order against (not reset mid-group). */
-	if (!u->inflight)
-		u->adv_mask = 0;
-	drain = (u->adv_mask & ~bit) && lo < u->hi && u->lo < hi;
-	if (drain || !u->adv_mask) {
+	if (u->inflight && (u->adv_mask & ~bit) && lo < u->hi && u->lo < hi)
+		quiesce(a);
+	/* Nothing in flight: nothing to order against. */
+	if (!u->inflight) {
 		u->adv_mask = bit;
 		u->lo = lo;
 		u->hi = hi;
@@ -403,16 +411,18 @@ static void uring_issue(struct madvx_batch *b, int advice, struct madvx_entry *e
 		uint64_t end = e[i].start + e[i].len;
 
 		if (u->madv64 || e[i].len <= UINT32_MAX) {
-			queue_part(a, slot, advice, &part, drain);
-			drain = false;
+			queue_part(a, slot, advice, &part, false);
 			continue;
 		}
-		/* The kernel reads 32 bits only: pieces below 4 GiB, page aligned. */
+		/*
+		 * The kernel reads 32 bits only: pieces below 4 GiB, page
+		 * aligned, linked so that they run in order and a failing
+		 * piece cancels the rest, as one madvise() would stop there.
+		 */
 		for (uint64_t s = e[i].start; s < end; s += chunk) {
 			part.start = s;
 			part.len = end - s < chunk ? end - s : chunk;
-			queue_part(a, slot, advice, &part, drain);
-			drain = false;
+			queue_part(a, slot, advice, &part, s + chunk < end);
 		}
 	}
 }

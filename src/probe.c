@@ -106,7 +106,7 @@ _Static_assert(ARRAY_SIZE(advices) <= 64, "advice mask is 64 bits");
 _Static_assert(ARRAY_SIZE(advices) == 25, "advice_index_of[] covers advices[]");
 
 static struct madvx_probe_state probe_state;
-static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static struct madvx_once probe_once = MADVX_ONCE_INIT;
 
 _Static_assert(MADVX_ADVICE_MAX == MADV_GUARD_REMOVE, "advice table bound");
 
@@ -437,7 +437,6 @@ static void run_probe(void)
 	st->unprivileged_userfaultfd =
 		read_int_file("/proc/sys/vm/unprivileged_userfaultfd");
 
-	madvx_register_atfork();
 	probe_process_madvise(st);
 	if (wanted(st, MADVX_FEAT_PROCMAP_QUERY))
 		set_feature(st, MADVX_FEAT_PROCMAP_QUERY, probe_procmap_query());
@@ -468,7 +467,7 @@ static void run_probe(void)
 
 const struct madvx_probe_state *madvx_probe(void)
 {
-	pthread_once(&probe_once, run_probe);
+	madvx_once(&probe_once, run_probe);
 	return &probe_state;
 }
 

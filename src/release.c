@@ -23,7 +23,7 @@ struct release_state {
 
 static __thread struct release_state tls_release;
 static pthread_key_t release_key;
-static pthread_once_t release_key_once = PTHREAD_ONCE_INIT;
+static struct madvx_once release_key_once = MADVX_ONCE_INIT;
 
 static void release_flush_into_err(struct release_state *rs)
 {
@@ -66,7 +66,7 @@ static int release_state_get(struct release_state **out)
 		*out = rs;
 		return 0;
 	}
-	pthread_once(&release_key_once, release_key_init);
+	madvx_once(&release_key_once, release_key_init);
 	ret = madvx_batch_create(&o, &rs->batch);
 	if (ret)
 		return ret;

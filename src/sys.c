@@ -127,49 +127,20 @@ __attribute__((constructor)) static void madvx_init_pagesize(void)
 /*
  * pidfd for process_madvise() on ourselves. PIDFD_SELF (6.15) needs no fd and
  * is immune to fork. Older kernels need pidfd_open(getpid()); that fd keeps
- * naming the PARENT in a child after fork(), where advising through it would
- * hit the parent's memory (or fail with EPERM for destructive advice), so the
- * atfork handler below drops it in the child and it is reopened lazily.
+ * naming the PARENT in a child, where advising through it would hit the
+ * parent's memory, so it is stamped with the process generation and
+ * reopened in every new process (proc.c), whatever kind of fork made it.
  */
-static _Atomic int cached_pidfd = -1;
+static struct madvx_proc_fd self_pidfd;
 
-static void pidfd_after_fork_child(void)
+static int open_self_pidfd(void)
 {
-	int fd = atomic_exchange(&cached_pidfd, -1);
-
-	/* Inherited copy: closing it in the child leaves the parent's intact. */
-	if (fd >= 0)
-		close(fd);
-}
-
-/*
- * Called once by the probe, which every entry point runs first: registering
- * may allocate, so it must not happen later on a flush inside malloc().
- */
-void madvx_register_atfork(void)
-{
-	pthread_atfork(NULL, NULL, pidfd_after_fork_child);
-	pthread_atfork(NULL, NULL, madvx_vma_after_fork_child);
+	return madvx_sys_pidfd_open(getpid());
 }
 
 int madvx_self_pidfd(void)
 {
-	int fd, expected = -1;
-
 	if (madvx_has(MADVX_FEAT_PIDFD_SELF))
 		return PIDFD_SELF_THREAD;	/* PIDFD_SELF */
-
-	fd = atomic_load_explicit(&cached_pidfd, memory_order_acquire);
-	if (likely(fd >= 0))
-		return fd;
-
-	fd = madvx_sys_pidfd_open(getpid());
-	if (fd < 0)
-		return fd;
-	if (!atomic_compare_exchange_strong(&cached_pidfd, &expected, fd)) {
-		/* Another thread won the race: use its fd. */
-		close(fd);
-		fd = expected;
-	}
-	return fd;
+	return madvx_proc_fd(&self_pidfd, open_self_pidfd);
 }

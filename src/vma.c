@@ -13,74 +13,127 @@
 
 #define MAX_REGIONS 64
 
+/*
+ * Readers (every flush) take no lock: they copy the table under a sequence
+ * count and give up on a torn read - a region only saves VMA lookups, so
+ * "no region known" is always a correct answer. Writers are rare and
+ * serialised by a process lock a child takes over (proc.c), so no fork
+ * kind, with any thread inside register/unregister, can wedge a child.
+ */
 static struct {
-	pthread_rwlock_t lock;
-	uint32_t count;
+	struct madvx_plock lock;
+	_Atomic uint32_t seq;		/* odd while a writer changes the table */
+	_Atomic uint32_t count;
 	struct madvx_vma r[MAX_REGIONS];
-} regions = { .lock = PTHREAD_RWLOCK_INITIALIZER };
+} regions;
 
-/* Fast check without the lock: most processes register nothing. */
-static _Atomic uint32_t nr_regions;
+static void regions_write_begin(void)
+{
+	madvx_plock_lock(&regions.lock);
+	/* A child that took the lock over from a dead writer may find seq odd. */
+	if (atomic_load_explicit(&regions.seq, memory_order_relaxed) & 1)
+		atomic_fetch_add_explicit(&regions.seq, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&regions.seq, 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+}
+
+static void regions_write_end(void)
+{
+	atomic_fetch_add_explicit(&regions.seq, 1, memory_order_release);
+	madvx_plock_unlock(&regions.lock);
+}
 
 static bool region_find(uint64_t addr, struct madvx_vma *v)
 {
+	uint32_t seq, n;
 	bool found = false;
 
-	if (!atomic_load_explicit(&nr_regions, memory_order_acquire))
+	/* Most processes register nothing: one load. */
+	n = atomic_load_explicit(&regions.count, memory_order_acquire);
+	if (!n)
 		return false;
-	pthread_rwlock_rdlock(&regions.lock);
-	for (uint32_t i = 0; i < regions.count; i++) {
-		if (regions.r[i].start <= addr && addr < regions.r[i].end) {
-			*v = regions.r[i];
+	seq = atomic_load_explicit(&regions.seq, memory_order_acquire);
+	if (seq & 1)
+		return false;
+	if (n > MAX_REGIONS)
+		n = MAX_REGIONS;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t start = __atomic_load_n(&regions.r[i].start, __ATOMIC_RELAXED);
+		uint64_t end = __atomic_load_n(&regions.r[i].end, __ATOMIC_RELAXED);
+
+		if (start <= addr && addr < end) {
+			*v = (struct madvx_vma){
+				.start = start, .end = end, .region = true,
+				.uffd = __atomic_load_n(&regions.r[i].uffd, __ATOMIC_RELAXED),
+				.uffd_remove = __atomic_load_n(&regions.r[i].uffd_remove,
+							       __ATOMIC_RELAXED),
+			};
 			found = true;
 			break;
 		}
 	}
-	pthread_rwlock_unlock(&regions.lock);
-	return found;
+	atomic_thread_fence(memory_order_acquire);
+	return found && atomic_load_explicit(&regions.seq, memory_order_relaxed) == seq;
+}
+
+static void region_store(uint32_t i, const struct madvx_vma *v)
+{
+	__atomic_store_n(&regions.r[i].start, v->start, __ATOMIC_RELAXED);
+	__atomic_store_n(&regions.r[i].end, v->end, __ATOMIC_RELAXED);
+	__atomic_store_n(&regions.r[i].uffd, v->uffd, __ATOMIC_RELAXED);
+	__atomic_store_n(&regions.r[i].uffd_remove, v->uffd_remove, __ATOMIC_RELAXED);
+	regions.r[i].region = true;
 }
 
 MADVX_API int madvx_region_register(void *addr, size_t len, unsigned int flags)
 {
-	uint64_t start = (uintptr_t)addr, end = start + len;
+	uint64_t start = (uintptr_t)addr, end = start + len, page = madvx_page_size();
+	uint32_t n;
 	int ret = 0;
 
-	if (!len || (start & (madvx_page_size() - 1)) || end < start ||
+	if (!len || (start & (page - 1)) || end < start ||
 	    (flags & ~(MADVX_REGION_UFFD | MADVX_REGION_UFFD_EVENT_REMOVE)))
 		return -EINVAL;
-	end = (end + madvx_page_size() - 1) & ~(uint64_t)(madvx_page_size() - 1);
-	pthread_rwlock_wrlock(&regions.lock);
-	for (uint32_t i = 0; i < regions.count; i++)
+	if (end > UINT64_MAX - (page - 1))
+		return -EINVAL;
+	end = (end + page - 1) & ~(page - 1);
+	regions_write_begin();
+	n = atomic_load_explicit(&regions.count, memory_order_relaxed);
+	for (uint32_t i = 0; i < n; i++)
 		if (start < regions.r[i].end && regions.r[i].start < end)
 			ret = -EEXIST;
-	if (!ret && regions.count == MAX_REGIONS)
+	if (!ret && n == MAX_REGIONS)
 		ret = -ENOSPC;
 	if (!ret) {
-		regions.r[regions.count++] = (struct madvx_vma){
-			.start = start, .end = end, .region = true,
+		struct madvx_vma v = {
+			.start = start, .end = end,
 			.uffd = flags & (MADVX_REGION_UFFD | MADVX_REGION_UFFD_EVENT_REMOVE),
 			.uffd_remove = flags & MADVX_REGION_UFFD_EVENT_REMOVE,
 		};
-		atomic_store(&nr_regions, regions.count);
+
+		region_store(n, &v);
+		atomic_store_explicit(&regions.count, n + 1, memory_order_release);
 	}
-	pthread_rwlock_unlock(&regions.lock);
+	regions_write_end();
 	return ret;
 }
 
 MADVX_API int madvx_region_unregister(void *addr)
 {
+	uint32_t n;
 	int ret = -ENOENT;
 
-	pthread_rwlock_wrlock(&regions.lock);
-	for (uint32_t i = 0; i < regions.count; i++) {
+	regions_write_begin();
+	n = atomic_load_explicit(&regions.count, memory_order_relaxed);
+	for (uint32_t i = 0; i < n; i++) {
 		if (regions.r[i].start == (uintptr_t)addr) {
-			regions.r[i] = regions.r[--regions.count];
-			atomic_store(&nr_regions, regions.count);
+			region_store(i, &regions.r[n - 1]);
+			atomic_store_explicit(&regions.count, n - 1, memory_order_release);
 			ret = 0;
 			break;
 		}
 	}
-	pthread_rwlock_unlock(&regions.lock);
+	regions_write_end();
 	return ret;
 }
 
@@ -88,36 +141,19 @@ MADVX_API int madvx_region_unregister(void *addr)
 
 /*
  * Opened once per process. /proc/self resolves at open time, so the fd keeps
- * naming the parent after fork(): the child drops it and reopens its own.
+ * naming the parent in a child: it is stamped with the process generation
+ * and reopened in every new process (proc.c).
  */
-static _Atomic int maps_fd = -1;
+static struct madvx_proc_fd maps_fd;
 
-void madvx_vma_after_fork_child(void)
+static int open_maps(void)
 {
-	int fd = atomic_exchange(&maps_fd, -1);
-
-	if (fd >= 0)
-		close(fd);
+	return madvx_sys_open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 }
 
-static int get_maps_fd(void)
+int madvx_self_maps_fd(void)
 {
-	int fd = atomic_load_explicit(&maps_fd, memory_order_acquire);
-	int expected = -1, e = errno;
-
-	if (likely(fd >= 0))
-		return fd;
-	fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		fd = -errno;
-		errno = e;
-		return fd;
-	}
-	if (!atomic_compare_exchange_strong(&maps_fd, &expected, fd)) {
-		close(fd);
-		fd = expected;
-	}
-	return fd;
+	return madvx_proc_fd(&maps_fd, open_maps);
 }
 
 static int query_procmap(uint64_t addr, struct madvx_vma *v)
@@ -127,7 +163,7 @@ static int query_procmap(uint64_t addr, struct madvx_vma *v)
 		.query_flags = PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
 		.query_addr = addr,
 	};
-	int fd = get_maps_fd(), ret;
+	int fd = madvx_self_maps_fd(), ret;
 
 	if (fd < 0)
 		return fd;
@@ -179,7 +215,7 @@ static int parse_maps_into(struct madvx_vma_cache *c, uint64_t addr)
 	size_t have = 0;
 	off_t off = 0;
 	uint64_t from = addr;
-	int fd = get_maps_fd();
+	int fd = madvx_self_maps_fd();
 
 	if (fd < 0)
 		return fd;
@@ -253,5 +289,19 @@ int madvx_vma_find(struct madvx_vma_cache *c, uint64_t addr, struct madvx_vma *v
 		return ret;
 	c->last = 0;
 	*v = c->span[0].vma;
+	return 0;
+}
+
+int madvx_vma_find_kernel(uint64_t addr, struct madvx_vma *v)
+{
+	struct madvx_vma_cache c = { 0 };
+	int ret;
+
+	if (madvx_has(MADVX_FEAT_PROCMAP_QUERY))
+		return query_procmap(addr, v);
+	ret = parse_maps_into(&c, addr);
+	if (ret)
+		return ret;
+	*v = c.span[0].vma;
 	return 0;
 }

@@ -325,13 +325,13 @@ static void errors_for(enum madvx_async_backend be)
 	ck_assert_int_eq(madvx_async_wait(as, t), -ENOMEM);
 	r = madvx_batch_results(b, &n);
 	ck_assert_uint_eq(n, 4);
-	ck_assert_int_eq(r[0].err, ENOMEM);
+	ck_assert_int_eq(r[0].err, -ENOMEM);
 	ck_assert_uint_eq(r[0].done, 3 * pg);
-	ck_assert_int_eq(r[1].err, EINVAL);
+	ck_assert_int_eq(r[1].err, -EINVAL);
 	ck_assert_uint_eq(r[1].done, 0);
 	ck_assert_int_eq(r[2].err, 0);
 	ck_assert_uint_eq(r[2].done, pg);
-	ck_assert_int_eq(r[3].err, ENOMEM);
+	ck_assert_int_eq(r[3].err, -ENOMEM);
 	ck_assert_uint_eq(r[3].done, 0);
 	/* The kernel's view: mapped parts zapped, the mlocked page kept. */
 	ck_assert_int_eq(test_resident(p), 0);

@@ -214,7 +214,7 @@ static void oracle_case(uint64_t seed, uint32_t flags)
 	res = madvx_batch_results(b, &nres);
 
 	for (int i = 0; i < n; i++) {
-		int err = idx[i] < 0 ? -idx[i] : res[idx[i]].err;
+		int err = idx[i] < 0 ? -idx[i] : -res[idx[i]].err;
 
 		ck_assert_msg(err == err_oracle[i],
 			      "seed %llu hint %d (+%zu, %zu, advice %d): batch err %d, madvise err %d",
@@ -344,7 +344,7 @@ START_TEST(plan_merges_and_splits)
 	r = madvx_batch_results(b, &n);
 	ck_assert_uint_eq(n, 32);
 	for (uint32_t i = 0; i < n; i++) {
-		ck_assert_int_eq(r[i].err, i == 15 ? ENOMEM : 0);
+		ck_assert_int_eq(r[i].err, i == 15 ? -ENOMEM : 0);
 		ck_assert_uint_eq(r[i].done, i == 15 ? 0 : 2 * pg);
 	}
 	for (int i = 0; i < 64; i++)
@@ -438,7 +438,7 @@ static int errors_seen;
 static void count_error(void *ctx, const struct madvx_hint *h)
 {
 	ck_assert_ptr_eq(ctx, &errors_seen);
-	ck_assert_int_eq(h->err, ENOMEM);
+	ck_assert_int_eq(h->err, -ENOMEM);
 	errors_seen++;
 }
 

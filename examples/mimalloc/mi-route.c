@@ -78,7 +78,7 @@ static int route(void *addr, size_t len, int advice)
 	res = madvx_batch_results(tb, &n);
 	if (n == 1 && res[0].err) {
 		atomic_fetch_add(&c.failed, 1);
-		errno = res[0].err;
+		errno = -res[0].err;
 		return -1;
 	}
 	return 0;

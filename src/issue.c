@@ -1,0 +1,419 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Issuing: hand planned entries to the kernel (process_madvise() vectors,
+ * or madvise() per entry) and decide every hint's result from what the
+ * kernel answered - never from the plan.
+ *
+ * An entry the kernel applied in full costs nothing per hint. When it did
+ * not (an error, a hole the plan did not know of, a stale region claim),
+ * the entry is resolved: each hint it covers is re-applied on its own part,
+ * VMA by VMA on the kernel's current bounds, with madvise() - exactly the
+ * walk madvise() of that hint alone does - so the hint gets madvise()'s own
+ * answer. The advices a batch merges are idempotent, so re-applying what
+ * the failed entry already did changes nothing; what it must never do is
+ * apply a hint's VMAs above the one where madvise() would have stopped.
+ * The plan issues every hint's pieces in address order for that reason,
+ * and entries that reach above a hint's stop are narrowed before they go.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+
+#include "batch.h"
+
+#define MAX_RETRIES 3		/* EINTR / EAGAIN per call */
+
+/*
+ * Advices process_madvise() turned out to reject at run time although the
+ * probe accepted them (e.g. a seccomp filter added later): decided once,
+ * remembered, counted in madvise_fallbacks.
+ */
+static _Atomic uint64_t pmadv_rejected;
+static _Atomic bool pmadv_broken;	/* ENOSYS/EBADF: madvise() from now on */
+
+static bool stops_at_holes(int advice)
+{
+	/* madvise_populate() gives up at the first hole; the others walk past. */
+	return advice == MADV_POPULATE_READ || advice == MADV_POPULATE_WRITE;
+}
+
+static long madvise_retry(struct madvx_batch *b, uint64_t start, uint64_t len, int advice)
+{
+	long ret;
+
+	for (int tries = 0;; tries++) {
+		ret = madvx_sys_madvise(start, len, advice);
+		b->st.syscalls++;
+		if ((ret != -EINTR && ret != -EAGAIN) || tries == MAX_RETRIES)
+			break;
+		b->st.retries++;
+	}
+	return ret;
+}
+
+/* ---- crediting results to hints ---- */
+
+/* Bytes of [start, end) mapped now, in the kernel's view. */
+static uint64_t mapped_bytes(struct madvx_batch *b, uint64_t start, uint64_t end)
+{
+	uint64_t cur = start, n = 0;
+	struct madvx_vma v;
+
+	while (cur < end && madvx_vma_find_kernel(cur, &v) == 0 && v.start < end &&
+	       v.end > cur) {
+		b->vmas.queries++;
+		n += range_overlap(v.start, v.end, cur, end);
+		cur = v.end;
+	}
+	return n;
+}
+
+static void set_err(struct madvx_batch *b, struct hint_int *h, int err)
+{
+	if (!h->err)
+		b->flush_failed++;
+	h->err = err;
+}
+
+/*
+ * madvise() of hint @idx alone stops at @at with @err: nothing at or above
+ * @at is applied, done = what is mapped below it. An earlier stop wins.
+ */
+static void stop_hint(struct madvx_batch *b, uint32_t idx, uint64_t at, int err)
+{
+	struct hint_int *h = &b->hints[idx];
+
+	if ((h->flags & HINT_STOPPED) && h->stop <= at)
+		return;
+	if (!(h->flags & HINT_STOPPED))
+		b->nstopped++;
+	h->flags |= HINT_STOPPED;
+	h->stop = at;
+	set_err(b, h, err);
+	h->undone = (h->end - h->start) - mapped_bytes(b, h->start, at);
+}
+
+/* [start, end) of hint @idx is unmapped. */
+static void hole_hint(struct madvx_batch *b, int advice, uint32_t idx,
+		      uint64_t start, uint64_t end)
+{
+	struct hint_int *h = &b->hints[idx];
+	uint64_t ov = range_overlap(h->start, h->end, start, end);
+
+	/* A stopped hint's undone was measured at its stop. */
+	if (!ov || (h->flags & HINT_STOPPED))
+		return;
+	if (stops_at_holes(advice)) {
+		stop_hint(b, idx, start > h->start ? start : h->start, -ENOMEM);
+		return;
+	}
+	h->undone += ov;
+	if (!h->err)
+		set_err(b, h, -ENOMEM);
+}
+
+void madvx_credit_hole(struct madvx_batch *b, int advice, bool via_sorted,
+		       uint32_t first, uint32_t last, uint64_t start, uint64_t len)
+{
+	for (uint32_t k = first; k <= last; k++)
+		hole_hint(b, advice, pos_hint(b, via_sorted, k), start, start + len);
+}
+
+void madvx_entry_done(struct madvx_batch *b, const struct madvx_entry *e, uint64_t done)
+{
+	b->st.bytes += done;
+}
+
+/*
+ * madvise() of [lo, hi), the part of hint @idx in a failed entry, VMA by VMA
+ * on the kernel's bounds. Returns true if all of it was applied.
+ */
+static bool walk_part(struct madvx_batch *b, int advice, uint32_t idx,
+		      uint64_t lo, uint64_t hi)
+{
+	const struct hint_int *h = &b->hints[idx];
+	uint64_t cur = lo;
+	bool all = true;
+
+	while (cur < hi && !(h->flags & HINT_STOPPED)) {
+		struct madvx_vma v;
+		int ret = madvx_vma_find_kernel(cur, &v);
+		uint64_t pend;
+		long r;
+
+		b->vmas.queries++;
+		if (ret == -ENOENT || (ret == 0 && v.start >= hi)) {
+			hole_hint(b, advice, idx, cur, hi);
+			return false;
+		}
+		if (ret) {
+			/* No view of the VMAs at all: one madvise() decides. */
+			r = madvise_retry(b, cur, hi - cur, advice);
+			if (r == -ENOMEM)
+				hole_hint(b, advice, idx, cur, hi);
+			else if (r)
+				stop_hint(b, idx, cur, (int)r);
+			return !r;
+		}
+		if (v.start > cur) {
+			hole_hint(b, advice, idx, cur, v.start);
+			all = false;
+			cur = v.start;
+			continue;
+		}
+		pend = v.end < hi ? v.end : hi;
+		r = madvise_retry(b, cur, pend - cur, advice);
+		if (r == 0) {
+			b->st.bytes += pend - cur;
+		} else if (r == -ENOMEM) {
+			/* Unmapped since we looked: count it as the hole it now is. */
+			hole_hint(b, advice, idx, cur, pend);
+			all = false;
+		} else {
+			stop_hint(b, idx, cur, (int)r);
+			return false;
+		}
+		cur = pend;
+	}
+	return all && !(h->flags & HINT_STOPPED);
+}
+
+bool madvx_entry_failed(struct madvx_batch *b, int advice, const struct madvx_entry *e,
+			long err)
+{
+	uint64_t end = e->start + e->len;
+	bool all = true;
+
+	for (uint32_t k = e->first; k <= e->last; k++) {
+		uint32_t idx = pos_hint(b, e->via_sorted, k);
+		const struct hint_int *h = &b->hints[idx];
+		uint64_t lo = h->start > e->start ? h->start : e->start;
+		uint64_t hi = h->end < end ? h->end : end;
+
+		if (h->flags & HINT_STOPPED && h->stop < hi)
+			hi = h->stop;
+		if (lo < hi)
+			all &= walk_part(b, advice, idx, lo, hi);
+	}
+	return all;
+}
+
+long madvx_entry_madvise(struct madvx_batch *b, int advice, const struct madvx_entry *e)
+{
+	long ret = madvise_retry(b, e->start, e->len, advice);
+
+	if (ret == 0)
+		madvx_entry_done(b, e, e->len);
+	else
+		madvx_entry_failed(b, advice, e, ret);
+	return ret;
+}
+
+bool madvx_entry_touches_stopped(const struct madvx_batch *b, const struct madvx_entry *e)
+{
+	uint64_t end = e->start + e->len;
+
+	if (likely(!b->nstopped))
+		return false;
+	for (uint32_t k = e->first; k <= e->last; k++) {
+		const struct hint_int *h = &b->hints[pos_hint(b, e->via_sorted, k)];
+
+		if ((h->flags & HINT_STOPPED) && range_overlap(h->stop, h->end, e->start, end))
+			return true;
+	}
+	return false;
+}
+
+static void issue_part(struct madvx_batch *b, int advice, struct madvx_entry *part,
+		       uint64_t start, uint64_t end)
+{
+	part->start = start;
+	part->len = end - start;
+	b->st.madvise_fallbacks++;
+	madvx_entry_madvise(b, advice, part);
+}
+
+/*
+ * Issue what @e's hints may still have: the union of their parts below
+ * their stops (hints come sorted by start), each interval with madvise().
+ */
+void madvx_entry_narrowed(struct madvx_batch *b, int advice, const struct madvx_entry *e)
+{
+	struct madvx_entry part = *e;
+	uint64_t end = e->start + e->len, cs = 0, ce = 0;
+	bool open = false;
+
+	for (uint32_t k = e->first; k <= e->last; k++) {
+		const struct hint_int *h = &b->hints[pos_hint(b, e->via_sorted, k)];
+		uint64_t lo = h->start > e->start ? h->start : e->start;
+		uint64_t hi = h->end < end ? h->end : end;
+
+		if ((h->flags & HINT_STOPPED) && h->stop < hi)
+			hi = h->stop;
+		if (lo >= hi)
+			continue;
+		if (open && lo <= ce) {
+			if (hi > ce)
+				ce = hi;
+			continue;
+		}
+		if (open)
+			issue_part(b, advice, &part, cs, ce);
+		cs = lo;
+		ce = hi;
+		open = true;
+	}
+	if (open)
+		issue_part(b, advice, &part, cs, ce);
+}
+
+/* ---- issuing ---- */
+
+static bool use_vector(struct madvx_batch *b, int advice)
+{
+	int i = madvx_advice_index(advice);
+
+	return !(b->flags & MADVX_BATCH_NO_VECTOR) &&
+	       madvx_has(MADVX_FEAT_PROCESS_MADVISE) &&
+	       madvx_advice_supported(advice) == 1 &&
+	       !atomic_load_explicit(&pmadv_broken, memory_order_relaxed) &&
+	       !(atomic_load_explicit(&pmadv_rejected, memory_order_relaxed) & (1ULL << i));
+}
+
+static void issue_madvise_each(struct madvx_batch *b, int advice,
+			       struct madvx_entry *e, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		if (madvx_entry_touches_stopped(b, &e[i])) {
+			madvx_entry_narrowed(b, advice, &e[i]);
+			continue;
+		}
+		b->st.madvise_fallbacks++;
+		madvx_entry_madvise(b, advice, &e[i]);
+	}
+}
+
+/*
+ * process_madvise() failed on entry @e (no progress): resolve the entry with
+ * madvise(), and find out whether the entry is bad or the call is.
+ * Returns true when process_madvise() should not be used any more for @advice.
+ */
+static bool vector_entry_failed(struct madvx_batch *b, int advice,
+				struct madvx_entry *e, long ret)
+{
+	bool applied;
+
+	b->st.madvise_fallbacks++;
+	switch (ret) {
+	case -ENOSYS:
+	case -EBADF:
+	case -ESRCH:
+		/* No process_madvise, or no usable pidfd: decided once per process. */
+		atomic_store(&pmadv_broken, true);
+		madvx_entry_madvise(b, advice, e);
+		return true;
+	case -EINVAL:
+	case -EPERM:
+		/* madvise() managed what process_madvise() refused: the call is the problem. */
+		applied = madvx_entry_failed(b, advice, e, ret);
+		if (applied)
+			atomic_fetch_or(&pmadv_rejected, 1ULL << madvx_advice_index(advice));
+		return applied;
+	default:
+		/* ENOMEM (a stale map), EFAULT, ...: a property of the entry. */
+		madvx_entry_failed(b, advice, e, ret);
+		return false;
+	}
+}
+
+/* Entries [i, i + m) that can go in one call: up to one whose hints stopped. */
+static uint32_t fill_vector(struct madvx_batch *b, struct madvx_entry *e, uint32_t n)
+{
+	uint32_t m = 0;
+
+	while (m < n && m < MADVX_MAX_VEC && (!m || !madvx_entry_touches_stopped(b, &e[m]))) {
+		b->iov[m] = (struct iovec){ (void *)(uintptr_t)e[m].start, e[m].len };
+		m++;
+	}
+	return m;
+}
+
+static void issue_vector(struct madvx_batch *b, int advice,
+			 struct madvx_entry *e, uint32_t n)
+{
+	int pidfd = madvx_self_pidfd();
+	uint32_t i = 0, tries = 0;
+
+	if (pidfd < 0 && pidfd != PIDFD_SELF_THREAD) {
+		issue_madvise_each(b, advice, e, n);
+		return;
+	}
+	while (i < n) {
+		uint32_t m;
+		uint64_t rem;
+		long ret;
+
+		if (madvx_entry_touches_stopped(b, &e[i])) {
+			madvx_entry_narrowed(b, advice, &e[i++]);
+			continue;
+		}
+		m = fill_vector(b, e + i, n - i);
+		ret = madvx_sys_process_madvise(pidfd, b->iov, m, advice);
+		b->st.syscalls++;
+		b->st.vector_entries += m;
+		if (ret > 0) {
+			/* Whole entries first; the call stopped at the one that failed. */
+			for (rem = (uint64_t)ret; m && rem >= e[i].len; m--, i++) {
+				rem -= e[i].len;
+				madvx_entry_done(b, &e[i], e[i].len);
+			}
+			tries = 0;
+			continue;
+		}
+		if ((ret == -EINTR || ret == -EAGAIN) && tries++ < MAX_RETRIES) {
+			b->st.retries++;
+			continue;
+		}
+		tries = 0;
+		/* ret == 0 cannot happen for nonzero entries; treat it as a refusal. */
+		if (vector_entry_failed(b, advice, &e[i++], ret ? ret : -EINVAL) &&
+		    !use_vector(b, advice)) {
+			issue_madvise_each(b, advice, e + i, n - i);
+			return;
+		}
+	}
+}
+
+static void issue_group(struct madvx_batch *b, int advice, struct madvx_entry *e,
+			uint32_t n)
+{
+	if (b->issue)
+		b->issue(b, advice, e, n);
+	else if (use_vector(b, advice))
+		issue_vector(b, advice, e, n);
+	else
+		issue_madvise_each(b, advice, e, n);
+}
+
+/*
+ * Issue the planned entries of one advice: the fast-path ones first, then
+ * those predicted to fall back, never both in one call, so the sticky
+ * mmap_lock fallback of vector_madvise() cannot reach a fast-path entry.
+ * The partition is stable: each group stays in address order.
+ */
+void madvx_issue_planned(struct madvx_batch *b, int advice, uint32_t n)
+{
+	struct madvx_entry *e = b->entries;
+	uint32_t nfast = 0, nslow = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		if (e[i].fallback)
+			b->spill[nslow++] = e[i];
+		else
+			e[nfast++] = e[i];
+	}
+	if (nfast)
+		issue_group(b, advice, e, nfast);
+	if (nslow)
+		issue_group(b, advice, b->spill, nslow);
+}

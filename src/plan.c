@@ -1,0 +1,297 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Planning: turn one epoch of hints into kernel entries that each lie in one
+ * VMA. Sort by (lock class, advice, address), merge overlapping or adjacent
+ * hints of one advice into runs, cut runs at VMA boundaries, and hand each
+ * advice's entries to issue.c in chunks.
+ *
+ * The plan decides speed only. Every bound it uses may be stale (a region
+ * claim, a cached VMA): the kernel's answer for each entry decides the
+ * results (issue.c), so a wrong bound costs a fallback or a retry, never a
+ * wrong result. What the plan must get right is ORDER: madvise() of a hint
+ * walks its VMAs in address order and stops at the first that refuses, so
+ * the pieces of one run are issued in address order, and a run's pieces
+ * after one that is predicted to fall back are all issued with the
+ * fallback entries (after the fast-path ones), never before it.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "batch.h"
+
+/* 0: per-VMA fast path, 1: mmap_read_lock, 2: mmap_write_lock; per advice index. */
+static uint8_t lock_classes[64];
+static struct madvx_once lock_classes_once = MADVX_ONCE_INIT;
+
+static void init_lock_classes(void)
+{
+	int adv[64], n = madvx_advice_list(adv, 64);
+
+	for (int i = 0; i < n && i < 64; i++) {
+		enum madvx_lock l = madvx_advice_lock(adv[i]);
+		int idx = madvx_advice_index(adv[i]);
+
+		if (idx >= 0 && idx < 64)
+			lock_classes[idx] = l == MADVX_LOCK_PER_VMA ? 0 :
+					    l == MADVX_LOCK_MMAP_READ ? 1 : 2;
+	}
+}
+
+void madvx_plan_init(void)
+{
+	madvx_once(&lock_classes_once, init_lock_classes);
+}
+
+/*
+ * key = lock class (2 bits) | advice index (5 bits) | page number (52 bits:
+ * every 4 KiB page of a 64-bit address space, so no two addresses alias):
+ * sorted, entries come grouped by class (fast path first), then advice,
+ * then address.
+ */
+uint64_t madvx_sort_key(const struct hint_int *h)
+{
+	return ((uint64_t)lock_classes[h->adv_idx & 63] << 57) |
+	       ((uint64_t)(h->adv_idx & 31) << 52) | (h->start >> 12);
+}
+
+/* ---- sorting without malloc: LSD radix sort over the digits that differ ---- */
+
+#define RADIX_BITS 8
+#define RADIX_DIGITS 8		/* 64-bit keys */
+#define RADIX_SIZE (1U << RADIX_BITS)
+
+static void radix_sort(struct sort_item *a, struct sort_item *tmp, uint32_t n)
+{
+	uint64_t ones = 0, zeros = ~0ULL, differ;
+	struct sort_item *src = a, *dst = tmp;
+	uint32_t count[RADIX_SIZE];
+
+	/* Digits every key shares (high address bits, one advice) need no pass. */
+	for (uint32_t i = 0; i < n; i++) {
+		ones |= a[i].key;
+		zeros &= a[i].key;
+	}
+	differ = ones ^ zeros;
+	for (int d = 0; d < RADIX_DIGITS; d++) {
+		int shift = d * RADIX_BITS;
+		uint32_t sum = 0;
+		struct sort_item *t;
+
+		if (!((differ >> shift) & (RADIX_SIZE - 1)))
+			continue;
+		memset(count, 0, sizeof(count));
+		for (uint32_t i = 0; i < n; i++)
+			count[(src[i].key >> shift) & (RADIX_SIZE - 1)]++;
+		for (uint32_t v = 0; v < RADIX_SIZE; v++) {
+			uint32_t k = count[v];
+
+			count[v] = sum;
+			sum += k;
+		}
+		for (uint32_t i = 0; i < n; i++)
+			dst[count[(src[i].key >> shift) & (RADIX_SIZE - 1)]++] = src[i];
+		t = src;
+		src = dst;
+		dst = t;
+	}
+	if (src != a)
+		memcpy(a, src, n * sizeof(*a));
+}
+
+/* Order the epoch [from, to) for planning; nothing to do when added in order. */
+static void sort_epoch(struct madvx_batch *b, uint32_t from, uint32_t to)
+{
+	struct sort_item *s = b->sorted + from;
+	uint32_t n = to - from;
+
+	b->use_sorted = b->hints[from].flags & HINT_EPOCH_UNSORTED;
+	if (!b->use_sorted)
+		return;
+	for (uint32_t i = 0; i < n; i++) {
+		s[i].idx = from + i;
+		s[i].key = madvx_sort_key(&b->hints[from + i]);
+	}
+	radix_sort(s, b->scratch, n);
+}
+
+/* ---- planning ---- */
+
+struct planner {
+	struct madvx_batch *b;
+	int advice;
+	bool fast_advice;	/* the advice can run under the per-VMA lock */
+	bool fast_uffd;		/* ... also on uffd VMAs without EVENT_REMOVE */
+	uint32_t n;		/* entries planned, not yet issued */
+	struct madvx_vma last;	/* the VMA of the previous run: runs come in address order */
+};
+
+static int planner_vma(struct planner *pl, uint64_t addr, struct madvx_vma *v)
+{
+	int ret;
+
+	if (addr >= pl->last.start && addr < pl->last.end) {
+		*v = pl->last;
+		return 0;
+	}
+	ret = madvx_vma_find(&pl->b->vmas, addr, v);
+	if (!ret && v->start <= addr)
+		pl->last = *v;
+	return ret;
+}
+
+/* Does madvise fall back to mmap_lock on @v (known to hold the range)? */
+static bool vma_forces_fallback(const struct planner *pl, const struct madvx_vma *v)
+{
+	return v->uffd && (v->uffd_remove || !pl->fast_uffd);
+}
+
+static void plan_entry(struct planner *pl, uint64_t start, uint64_t end,
+		       uint32_t first, uint32_t last, bool fallback)
+{
+	struct madvx_entry *e;
+
+	if (pl->n == MADVX_PLAN_CHUNK) {
+		madvx_issue_planned(pl->b, pl->advice, pl->n);
+		pl->n = 0;
+	}
+	e = &pl->b->entries[pl->n++];
+	*e = (struct madvx_entry){
+		.start = start, .len = end - start, .first = first, .last = last,
+		.fallback = fallback, .via_sorted = pl->b->use_sorted,
+	};
+	if (e->fallback)
+		pl->b->st.fallback_entries++;
+}
+
+/*
+ * The hints of a run (sorted by start) that can overlap [cur, pend): @lo
+ * skips hints while all hints up to it end at or before @cur (running
+ * maximum @m of their ends), @hi extends over hints starting before @pend.
+ * Both only move forward as the run is cut, so a run costs O(hints + pieces).
+ */
+struct run_window {
+	uint32_t lo, hi, last;
+	uint64_t m;
+};
+
+static void narrow(const struct madvx_batch *b, struct run_window *w,
+		   uint64_t cur, uint64_t pend)
+{
+	while (w->hi < w->last &&
+	       b->hints[pos_hint(b, b->use_sorted, w->hi + 1)].start < pend)
+		w->hi++;
+	while (w->lo < w->hi && w->m <= cur) {
+		uint64_t e = b->hints[pos_hint(b, b->use_sorted, ++w->lo)].end;
+
+		if (e > w->m)
+			w->m = e;
+	}
+}
+
+/*
+ * Cut the run [start, end) (hints at positions first..last) at VMA
+ * boundaries. Unmapped parts are credited to the hints covering them, and
+ * the mapped parts are still advised, as madvise() does.
+ */
+static void plan_run(struct planner *pl, uint64_t start, uint64_t end,
+		     uint32_t first, uint32_t last)
+{
+	struct madvx_batch *b = pl->b;
+	struct run_window w = {
+		first, first, last, b->hints[pos_hint(b, b->use_sorted, first)].end,
+	};
+	bool fallback = !pl->fast_advice;
+	uint64_t cur = start;
+	uint32_t pieces = 0;
+
+	if (b->whole_runs) {
+		plan_entry(pl, start, end, first, last, fallback);
+		return;
+	}
+	while (cur < end) {
+		struct madvx_vma v;
+		int ret = planner_vma(pl, cur, &v);
+		uint64_t pend;
+
+		if (ret == -ENOENT || (ret == 0 && v.start >= end)) {
+			narrow(b, &w, cur, end);
+			madvx_credit_hole(b, pl->advice, b->use_sorted, w.lo, w.hi, cur, end - cur);
+			break;
+		}
+		if (ret) {
+			/* No source of bounds: let the kernel walk the VMAs. */
+			narrow(b, &w, cur, end);
+			plan_entry(pl, cur, end, w.lo, w.hi, true);
+			pieces++;
+			break;
+		}
+		if (v.start > cur) {
+			narrow(b, &w, cur, v.start);
+			madvx_credit_hole(b, pl->advice, b->use_sorted, w.lo, w.hi, cur,
+					  v.start - cur);
+			cur = v.start;
+		}
+		pend = v.end < end ? v.end : end;
+		narrow(b, &w, cur, pend);
+		/* Once a piece falls back, the run's later pieces follow it. */
+		fallback = fallback || vma_forces_fallback(pl, &v);
+		plan_entry(pl, cur, pend, w.lo, w.hi, fallback);
+		pieces++;
+		cur = v.end;
+	}
+	if (pieces > 1)
+		b->st.split += pieces - 1;
+}
+
+/* Plan positions [from, to): all of one advice. */
+static void plan_group(struct madvx_batch *b, int advice, uint32_t from, uint32_t to)
+{
+	struct planner pl = {
+		.b = b, .advice = advice,
+		.fast_advice = madvx_advice_lock(advice) == MADVX_LOCK_PER_VMA,
+		.fast_uffd = madvx_has(MADVX_FEAT_PER_VMA_UFFD),
+	};
+	bool via = b->use_sorted;
+	uint32_t k = from;
+
+	while (k < to) {
+		const struct hint_int *h = &b->hints[pos_hint(b, via, k)];
+		uint64_t start = h->start, end = h->end;
+		uint32_t first = k;
+
+		if (start == end) {	/* zero length: done, nothing to do */
+			k++;
+			continue;
+		}
+		/* Grow the run over overlapping and adjacent hints. */
+		for (k++; k < to; k++) {
+			const struct hint_int *g = &b->hints[pos_hint(b, via, k)];
+
+			if (g->start > end)
+				break;
+			if (g->end > end)
+				end = g->end;
+			b->st.merged++;
+		}
+		plan_run(&pl, start, end, first, k - 1);
+	}
+	if (pl.n)
+		madvx_issue_planned(b, advice, pl.n);
+}
+
+void madvx_plan_epoch(struct madvx_batch *b, uint32_t from, uint32_t to)
+{
+	uint32_t k = from;
+
+	sort_epoch(b, from, to);
+	while (k < to) {
+		const struct hint_int *h = &b->hints[pos_hint(b, b->use_sorted, k)];
+		int adv_idx = h->adv_idx, advice = h->advice;
+		uint32_t g = k;
+
+		while (g < to && b->hints[pos_hint(b, b->use_sorted, g)].adv_idx == adv_idx)
+			g++;
+		plan_group(b, advice, k, g);
+		k = g;
+	}
+}
