@@ -114,7 +114,12 @@ MADVX_HIDDEN void madvx_plock_unlock(struct madvx_plock *l);
 struct madvx_proc_fd {
 	_Atomic uint64_t v;
 };
-MADVX_HIDDEN int madvx_proc_fd(struct madvx_proc_fd *slot, int (*open_fd)(void));
+enum madvx_proc_fd_id {
+	MADVX_PFD_PIDFD,	/* pidfd_open(getpid()) for process_madvise() */
+	MADVX_PFD_MAPS,		/* /proc/self/maps for PROCMAP_QUERY and the parser */
+	MADVX_PFD__COUNT
+};
+MADVX_HIDDEN int madvx_proc_fd(enum madvx_proc_fd_id id, int (*open_fd)(void));
 
 /*
  * The pidfd that names this process for process_madvise(): PIDFD_SELF where

@@ -19,6 +19,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
@@ -159,26 +160,57 @@ void madvx_plock_unlock(struct madvx_plock *l)
 #define SLOT_FD(v) ((int)(uint32_t)(v) - 1)
 #define SLOT(gen, fd) (((gen) << 32) | (uint32_t)((fd) + 1))
 
-int madvx_proc_fd(struct madvx_proc_fd *slot, int (*open_fd)(void))
+static struct madvx_proc_fd proc_fds[MADVX_PFD__COUNT];
+
+/* Drop @slot's fd if it was inherited; the first thread to swap it out closes it. */
+static void drop_inherited(struct madvx_proc_fd *slot, uint64_t gen)
 {
+	uint64_t v = atomic_load_explicit(&slot->v, memory_order_acquire);
+
+	if (v && (v >> 32) != gen &&
+	    atomic_compare_exchange_strong(&slot->v, &v, 0) && SLOT_FD(v) >= 0)
+		close(SLOT_FD(v));
+}
+
+int madvx_proc_fd(enum madvx_proc_fd_id id, int (*open_fd)(void))
+{
+	struct madvx_proc_fd *slot = &proc_fds[id];
 	uint64_t gen = madvx_proc_gen() & 0xffffffffULL;
 	uint64_t v = atomic_load_explicit(&slot->v, memory_order_acquire);
 	int fd;
 
 	if (likely(v && (v >> 32) == gen && SLOT_FD(v) >= 0))
 		return SLOT_FD(v);
-	if (v && (v >> 32) != gen) {
-		/* Inherited: our copy of the parent's fd. Whoever swaps it out closes it. */
-		if (atomic_compare_exchange_strong(&slot->v, &v, 0) && SLOT_FD(v) >= 0)
-			close(SLOT_FD(v));
-	}
+	/* Inherited: our copy of the parent's fd. */
+	drop_inherited(slot, gen);
 	fd = open_fd();
 	if (fd < 0)
 		return fd;
 	v = 0;
 	if (!atomic_compare_exchange_strong(&slot->v, &v, SLOT(gen, fd))) {
 		close(fd);
-		return madvx_proc_fd(slot, open_fd);
+		return madvx_proc_fd(id, open_fd);
 	}
 	return fd;
+}
+
+/*
+ * fork(): drop the inherited fds in the child at once, so that the cost
+ * (closing a /proc/PID/maps fd of the parent's mm takes that mm's
+ * mmap_lock on 6.18) is paid in fork(), not in the child's first flush.
+ * The other fork kinds run no handler; madvx_proc_fd() drops them lazily.
+ */
+static void proc_after_fork_child(void)
+{
+	uint64_t gen = madvx_proc_gen() & 0xffffffffULL;
+	int e = errno;
+
+	for (int i = 0; i < MADVX_PFD__COUNT; i++)
+		drop_inherited(&proc_fds[i], gen);
+	errno = e;
+}
+
+__attribute__((constructor)) static void madvx_proc_atfork(void)
+{
+	pthread_atfork(NULL, NULL, proc_after_fork_child);
 }

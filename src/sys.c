@@ -131,8 +131,6 @@ __attribute__((constructor)) static void madvx_init_pagesize(void)
  * parent's memory, so it is stamped with the process generation and
  * reopened in every new process (proc.c), whatever kind of fork made it.
  */
-static struct madvx_proc_fd self_pidfd;
-
 static int open_self_pidfd(void)
 {
 	return madvx_sys_pidfd_open(getpid());
@@ -142,5 +140,5 @@ int madvx_self_pidfd(void)
 {
 	if (madvx_has(MADVX_FEAT_PIDFD_SELF))
 		return PIDFD_SELF_THREAD;	/* PIDFD_SELF */
-	return madvx_proc_fd(&self_pidfd, open_self_pidfd);
+	return madvx_proc_fd(MADVX_PFD_PIDFD, open_self_pidfd);
 }

@@ -153,6 +153,7 @@ struct madvx_uffd {
 	int epfd;		/* epoll of fd + evfd: madvx_uffd_poll_fd() */
 	bool user_mode_only;
 	uint64_t features;
+	uint64_t gen;		/* opener's process generation (proc.c) */
 	atomic_bool stop;
 
 	/* Reading the fd and the queue of drained events, under @lock. */
@@ -163,6 +164,16 @@ struct madvx_uffd {
 	_Atomic uint64_t n_ioctls, n_bytes, n_existed, n_eagain, n_events,
 		n_faults, n_splits;
 };
+
+/*
+ * The fd names the mm of the process that opened it: in a child (any kind
+ * of fork) every operation would act on the PARENT's memory, and the event
+ * mutex may be a copy of a locked one. The child gets -ECHILD instead.
+ */
+static bool inherited(const struct madvx_uffd *u)
+{
+	return madvx_proc_gen() != u->gen;
+}
 
 #define CNT_ADD(u, field, v) \
 	atomic_fetch_add_explicit(&(u)->field, (v), memory_order_relaxed)
@@ -315,6 +326,7 @@ static int uffd_open(const struct madvx_uffd_opts *opts, struct madvx_uffd **out
 	u->evfd = u->epfd = -1;
 	u->user_mode_only = umo;
 	u->features = want;
+	u->gen = madvx_proc_gen();
 	pthread_mutex_init(&u->lock, NULL);
 	u->q = calloc(QUEUE_CAP, sizeof(*u->q));
 	if (!u->q) {
@@ -354,7 +366,9 @@ MADVX_API void madvx_uffd_free(struct madvx_uffd *u)
 	if (u->evfd >= 0)
 		close(u->evfd);
 	close(u->fd);
-	pthread_mutex_destroy(&u->lock);
+	/* A child's copy of the mutex may be locked by a thread it does not have. */
+	if (!inherited(u))
+		pthread_mutex_destroy(&u->lock);
 	free(u);
 	errno = e;
 }
@@ -445,6 +459,8 @@ MADVX_API int madvx_uffd_register(struct madvx_uffd *u, uint64_t addr,
 
 	if (!u || !mode || (mode & ~(MADVX_UFFD_MISSING | MADVX_UFFD_WP | MADVX_UFFD_MINOR)))
 		return -EINVAL;
+	if (inherited(u))
+		return -ECHILD;
 	if ((mode & MADVX_UFFD_WP) && !(u->features & UFFD_FEATURE_PAGEFAULT_FLAG_WP))
 		return -EOPNOTSUPP;
 	if (mode & MADVX_UFFD_MINOR) {
@@ -465,6 +481,8 @@ MADVX_API int madvx_uffd_unregister(struct madvx_uffd *u, uint64_t addr, uint64_
 
 	if (!u)
 		return -EINVAL;
+	if (inherited(u))
+		return -ECHILD;
 	return madvx_sys_ioctl(u->fd, UFFDIO_UNREGISTER, &r);
 }
 
@@ -727,6 +745,8 @@ static int single_op(struct madvx_uffd *u, enum uffd_op op, uint64_t dst,
 		*done = 0;
 	if (!u || (flags & ~op_flags(op)))
 		return -EINVAL;
+	if (inherited(u))
+		return -ECHILD;
 	if (!len)
 		return 0;
 	/* COPY reads its source at any alignment; MOVE moves whole pages. */
@@ -781,6 +801,8 @@ MADVX_API int madvx_uffd_writeprotect(struct madvx_uffd *u, uint64_t addr,
 
 	if (!u || flags & ~(MADVX_UFFD_DONTWAKE | MADVX_UFFD_MAP_WP | MADVX_UFFD_RETRY))
 		return -EINVAL;
+	if (inherited(u))
+		return -ECHILD;
 	for (;;) {
 		ret = madvx_sys_ioctl(u->fd, UFFDIO_WRITEPROTECT, &wp);
 		CNT_ADD(u, n_ioctls, 1);
@@ -801,6 +823,8 @@ MADVX_API int madvx_uffd_wake(struct madvx_uffd *u, uint64_t addr, uint64_t len)
 
 	if (!u)
 		return -EINVAL;
+	if (inherited(u))
+		return -ECHILD;
 	CNT_ADD(u, n_ioctls, 1);
 	return madvx_sys_ioctl(u->fd, UFFDIO_WAKE, &r);
 }
@@ -871,6 +895,8 @@ static int list_op(struct madvx_uffd *u, enum uffd_op op,
 
 	if (!u || (!items && count) || (flags & ~op_flags(op)))
 		return -EINVAL;
+	if (inherited(u))
+		return -ECHILD;
 	if (!count)
 		return 0;
 	vc.queries = 0;
@@ -1047,6 +1073,8 @@ MADVX_API int madvx_uffd_drain(struct madvx_uffd *u, int timeout_ms)
 
 	if (!u)
 		return -EINVAL;
+	if (inherited(u))
+		return -ECHILD;
 	if (timeout_ms) {
 		p = (struct pollfd){ .fd = u->fd, .events = POLLIN };
 		ret = madvx_sys_poll(&p, 1, timeout_ms);
@@ -1080,7 +1108,7 @@ MADVX_API size_t madvx_uffd_pending(struct madvx_uffd *u)
 {
 	size_t n;
 
-	if (!u)
+	if (!u || inherited(u))
 		return 0;
 	pthread_mutex_lock(&u->lock);
 	n = u->qlen;
@@ -1096,6 +1124,8 @@ MADVX_API int madvx_uffd_read_events(struct madvx_uffd *u, struct madvx_uffd_eve
 
 	if (!u || !ev || !max)
 		return -EINVAL;
+	if (inherited(u))
+		return -ECHILD;
 	if (timeout_ms > 0)
 		deadline = now_ns() + (uint64_t)timeout_ms * 1000000ULL;
 	for (;;) {
@@ -1173,6 +1203,8 @@ MADVX_API int madvx_uffd_run(struct madvx_uffd *u, const struct madvx_uffd_handl
 
 	if (!u)
 		return -EINVAL;
+	if (inherited(u))
+		return -ECHILD;
 	while (!atomic_load(&u->stop)) {
 		ret = madvx_uffd_handle(u, h, -1);
 		if (ret < 0 && ret != -EINTR)

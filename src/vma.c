@@ -144,8 +144,6 @@ MADVX_API int madvx_region_unregister(void *addr)
  * naming the parent in a child: it is stamped with the process generation
  * and reopened in every new process (proc.c).
  */
-static struct madvx_proc_fd maps_fd;
-
 static int open_maps(void)
 {
 	return madvx_sys_open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
@@ -153,7 +151,7 @@ static int open_maps(void)
 
 int madvx_self_maps_fd(void)
 {
-	return madvx_proc_fd(&maps_fd, open_maps);
+	return madvx_proc_fd(MADVX_PFD_MAPS, open_maps);
 }
 
 static int query_procmap(uint64_t addr, struct madvx_vma *v)
