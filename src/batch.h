@@ -45,9 +45,9 @@ struct hint_int {
 #define HINT_STOPPED (1U << 1)
 
 struct sort_item {
-	uint64_t key;
+	uint64_t key;		/* madvx_sort_key() */
 	uint32_t idx;		/* add index */
-	uint32_t pad;
+	uint32_t pages;		/* length in 4 KiB units; UINT32_MAX: see the hint */
 };
 
 /* One kernel entry: a range inside one VMA (as far as we know). */
@@ -133,8 +133,20 @@ static inline uint64_t range_overlap(uint64_t a0, uint64_t a1, uint64_t b0, uint
 /* ---- plan.c ---- */
 
 /* Lock class of an advice index: 0 per-VMA, 1 mmap_read_lock, 2 mmap_write_lock. */
+MADVX_HIDDEN extern uint8_t madvx_lock_classes[64];
 MADVX_HIDDEN void madvx_plan_init(void);
-MADVX_HIDDEN uint64_t madvx_sort_key(const struct hint_int *h);
+
+/*
+ * key = lock class (2 bits) | advice index (5 bits) | page number (52 bits:
+ * every 4 KiB page of a 64-bit address space, so no two addresses alias):
+ * sorted, entries come grouped by class (fast path first), then advice,
+ * then address.
+ */
+static inline uint64_t madvx_sort_key(const struct hint_int *h)
+{
+	return ((uint64_t)madvx_lock_classes[h->adv_idx & 63] << 57) |
+	       ((uint64_t)(h->adv_idx & 31) << 52) | (h->start >> 12);
+}
 /* Plan and issue the hints [from, to) of one epoch. */
 MADVX_HIDDEN void madvx_plan_epoch(struct madvx_batch *b, uint32_t from, uint32_t to);
 

@@ -20,7 +20,7 @@
 #include "batch.h"
 
 /* 0: per-VMA fast path, 1: mmap_read_lock, 2: mmap_write_lock; per advice index. */
-static uint8_t lock_classes[64];
+uint8_t madvx_lock_classes[64];
 static struct madvx_once lock_classes_once = MADVX_ONCE_INIT;
 
 static void init_lock_classes(void)
@@ -32,7 +32,7 @@ static void init_lock_classes(void)
 		int idx = madvx_advice_index(adv[i]);
 
 		if (idx >= 0 && idx < 64)
-			lock_classes[idx] = l == MADVX_LOCK_PER_VMA ? 0 :
+			madvx_lock_classes[idx] = l == MADVX_LOCK_PER_VMA ? 0 :
 					    l == MADVX_LOCK_MMAP_READ ? 1 : 2;
 	}
 }
@@ -42,54 +42,45 @@ void madvx_plan_init(void)
 	madvx_once(&lock_classes_once, init_lock_classes);
 }
 
+/* ---- sorting without malloc: LSD radix sort over the bits that differ ---- */
+
+#define RADIX_MAX_BITS 11	/* 8 KiB of counters on the stack */
+
 /*
- * key = lock class (2 bits) | advice index (5 bits) | page number (52 bits:
- * every 4 KiB page of a 64-bit address space, so no two addresses alias):
- * sorted, entries come grouped by class (fast path first), then advice,
- * then address.
+ * @differ: the key bits that are not the same in every item. Only the span
+ * from its lowest to its highest set bit is sorted, in as few passes of at
+ * most 11 bits as cover it: 65536 hints scattered over 512 MiB take two.
  */
-uint64_t madvx_sort_key(const struct hint_int *h)
+static void radix_sort(struct sort_item *a, struct sort_item *tmp, uint32_t n,
+		       uint64_t differ)
 {
-	return ((uint64_t)lock_classes[h->adv_idx & 63] << 57) |
-	       ((uint64_t)(h->adv_idx & 31) << 52) | (h->start >> 12);
-}
-
-/* ---- sorting without malloc: LSD radix sort over the digits that differ ---- */
-
-#define RADIX_BITS 8
-#define RADIX_DIGITS 8		/* 64-bit keys */
-#define RADIX_SIZE (1U << RADIX_BITS)
-
-static void radix_sort(struct sort_item *a, struct sort_item *tmp, uint32_t n)
-{
-	uint64_t ones = 0, zeros = ~0ULL, differ;
+	uint32_t count[1U << RADIX_MAX_BITS];
 	struct sort_item *src = a, *dst = tmp;
-	uint32_t count[RADIX_SIZE];
+	int lo, span, passes, bits;
 
-	/* Digits every key shares (high address bits, one advice) need no pass. */
-	for (uint32_t i = 0; i < n; i++) {
-		ones |= a[i].key;
-		zeros &= a[i].key;
-	}
-	differ = ones ^ zeros;
-	for (int d = 0; d < RADIX_DIGITS; d++) {
-		int shift = d * RADIX_BITS;
+	if (!differ)
+		return;
+	lo = __builtin_ctzll(differ);
+	span = 64 - __builtin_clzll(differ) - lo;
+	passes = (span + RADIX_MAX_BITS - 1) / RADIX_MAX_BITS;
+	bits = (span + passes - 1) / passes;
+	for (int p = 0; p < passes; p++) {
+		int shift = lo + p * bits;
+		uint64_t mask = (1ULL << bits) - 1;
 		uint32_t sum = 0;
 		struct sort_item *t;
 
-		if (!((differ >> shift) & (RADIX_SIZE - 1)))
-			continue;
-		memset(count, 0, sizeof(count));
+		memset(count, 0, sizeof(uint32_t) << bits);
 		for (uint32_t i = 0; i < n; i++)
-			count[(src[i].key >> shift) & (RADIX_SIZE - 1)]++;
-		for (uint32_t v = 0; v < RADIX_SIZE; v++) {
+			count[(src[i].key >> shift) & mask]++;
+		for (uint32_t v = 0; v < (1U << bits); v++) {
 			uint32_t k = count[v];
 
 			count[v] = sum;
 			sum += k;
 		}
 		for (uint32_t i = 0; i < n; i++)
-			dst[count[(src[i].key >> shift) & (RADIX_SIZE - 1)]++] = src[i];
+			dst[count[(src[i].key >> shift) & mask]++] = src[i];
 		t = src;
 		src = dst;
 		dst = t;
@@ -98,20 +89,57 @@ static void radix_sort(struct sort_item *a, struct sort_item *tmp, uint32_t n)
 		memcpy(a, src, n * sizeof(*a));
 }
 
+/*
+ * What planning reads of the hint at position @k. In a sorted epoch it comes
+ * from the sort item alone (start and advice are in the key, the length in
+ * pages beside it), so the planner streams through sorted[] instead of
+ * visiting the hint records in random order, a cache miss per hint.
+ */
+#define KEY_PAGE_MASK ((1ULL << 52) - 1)
+
+static inline uint64_t pos_start(const struct madvx_batch *b, bool via, uint32_t k)
+{
+	return via ? (b->sorted[k].key & KEY_PAGE_MASK) << 12 : b->hints[k].start;
+}
+
+static inline uint64_t pos_end(const struct madvx_batch *b, bool via, uint32_t k)
+{
+	const struct sort_item *s;
+
+	if (!via)
+		return b->hints[k].end;
+	s = &b->sorted[k];
+	if (likely(s->pages != UINT32_MAX))
+		return ((s->key & KEY_PAGE_MASK) << 12) + ((uint64_t)s->pages << 12);
+	return b->hints[s->idx].end;
+}
+
+static inline int pos_adv_idx(const struct madvx_batch *b, bool via, uint32_t k)
+{
+	return via ? (int)((b->sorted[k].key >> 52) & 31) : b->hints[k].adv_idx;
+}
+
 /* Order the epoch [from, to) for planning; nothing to do when added in order. */
 static void sort_epoch(struct madvx_batch *b, uint32_t from, uint32_t to)
 {
 	struct sort_item *s = b->sorted + from;
 	uint32_t n = to - from;
+	uint64_t ones = 0, zeros = ~0ULL;
 
 	b->use_sorted = b->hints[from].flags & HINT_EPOCH_UNSORTED;
 	if (!b->use_sorted)
 		return;
 	for (uint32_t i = 0; i < n; i++) {
+		const struct hint_int *h = &b->hints[from + i];
+		uint64_t pages = (h->end - h->start) >> 12;
+
 		s[i].idx = from + i;
-		s[i].key = madvx_sort_key(&b->hints[from + i]);
+		s[i].key = madvx_sort_key(h);
+		s[i].pages = pages < UINT32_MAX ? (uint32_t)pages : UINT32_MAX;
+		ones |= s[i].key;
+		zeros &= s[i].key;
 	}
-	radix_sort(s, b->scratch, n);
+	radix_sort(s, b->scratch, n, ones ^ zeros);
 }
 
 /* ---- planning ---- */
@@ -177,11 +205,10 @@ struct run_window {
 static void narrow(const struct madvx_batch *b, struct run_window *w,
 		   uint64_t cur, uint64_t pend)
 {
-	while (w->hi < w->last &&
-	       b->hints[pos_hint(b, b->use_sorted, w->hi + 1)].start < pend)
+	while (w->hi < w->last && pos_start(b, b->use_sorted, w->hi + 1) < pend)
 		w->hi++;
 	while (w->lo < w->hi && w->m <= cur) {
-		uint64_t e = b->hints[pos_hint(b, b->use_sorted, ++w->lo)].end;
+		uint64_t e = pos_end(b, b->use_sorted, ++w->lo);
 
 		if (e > w->m)
 			w->m = e;
@@ -198,7 +225,7 @@ static void plan_run(struct planner *pl, uint64_t start, uint64_t end,
 {
 	struct madvx_batch *b = pl->b;
 	struct run_window w = {
-		first, first, last, b->hints[pos_hint(b, b->use_sorted, first)].end,
+		first, first, last, pos_end(b, b->use_sorted, first),
 	};
 	bool fallback = !pl->fast_advice;
 	uint64_t cur = start;
@@ -255,8 +282,7 @@ static void plan_group(struct madvx_batch *b, int advice, uint32_t from, uint32_
 	uint32_t k = from;
 
 	while (k < to) {
-		const struct hint_int *h = &b->hints[pos_hint(b, via, k)];
-		uint64_t start = h->start, end = h->end;
+		uint64_t start = pos_start(b, via, k), end = pos_end(b, via, k);
 		uint32_t first = k;
 
 		if (start == end) {	/* zero length: done, nothing to do */
@@ -265,12 +291,13 @@ static void plan_group(struct madvx_batch *b, int advice, uint32_t from, uint32_
 		}
 		/* Grow the run over overlapping and adjacent hints. */
 		for (k++; k < to; k++) {
-			const struct hint_int *g = &b->hints[pos_hint(b, via, k)];
+			uint64_t gs = pos_start(b, via, k), ge;
 
-			if (g->start > end)
+			if (gs > end)
 				break;
-			if (g->end > end)
-				end = g->end;
+			ge = pos_end(b, via, k);
+			if (ge > end)
+				end = ge;
 			b->st.merged++;
 		}
 		plan_run(&pl, start, end, first, k - 1);
@@ -285,11 +312,11 @@ void madvx_plan_epoch(struct madvx_batch *b, uint32_t from, uint32_t to)
 
 	sort_epoch(b, from, to);
 	while (k < to) {
-		const struct hint_int *h = &b->hints[pos_hint(b, b->use_sorted, k)];
-		int adv_idx = h->adv_idx, advice = h->advice;
+		int adv_idx = pos_adv_idx(b, b->use_sorted, k);
+		int advice = b->hints[pos_hint(b, b->use_sorted, k)].advice;
 		uint32_t g = k;
 
-		while (g < to && b->hints[pos_hint(b, b->use_sorted, g)].adv_idx == adv_idx)
+		while (g < to && pos_adv_idx(b, b->use_sorted, g) == adv_idx)
 			g++;
 		plan_group(b, advice, k, g);
 		k = g;
