@@ -159,28 +159,24 @@ static void assign_epoch(struct madvx_batch *b, struct hint_int *h)
 
 	if (b->count == b->epoch_start) {
 		b->epoch_last_key = 0;
-		h->flags = 0;
+		h->flags = HINT_EPOCH_START;
 	}
-	if (h->start == h->end) {
-		h->epoch = b->epoch;
+	if (h->start == h->end)
 		return;
-	}
 	if ((b->epoch_advices & ~bit) && h->start < b->epoch_hi && b->epoch_lo < h->end)
 		cut = b->count - b->epoch_start > EPOCH_SCAN_LIMIT ||
 		      hint_overlaps_other_advice(b, h);
 	if (cut) {
-		b->epoch++;
 		b->epoch_start = b->count;
 		b->epoch_advices = 0;
 		b->epoch_last_key = 0;
-		h->flags = 0;
+		h->flags = HINT_EPOCH_START;
 	}
 	if (!b->epoch_advices || h->start < b->epoch_lo)
 		b->epoch_lo = h->start;
 	if (!b->epoch_advices || h->end > b->epoch_hi)
 		b->epoch_hi = h->end;
 	b->epoch_advices |= bit;
-	h->epoch = b->epoch;
 }
 
 /* Remember when an epoch's hints stop arriving in plan order (one compare per add). */
@@ -239,7 +235,6 @@ MADVX_API int madvx_batch_add(struct madvx_batch *b, void *addr, size_t len, int
 	h->undone = 0;
 	h->err = 0;
 	h->flags = 0;
-	h->advice = advice;
 	h->adv_idx = (int16_t)adv_idx;
 	assign_epoch(b, h);
 	track_order(b, h);
@@ -265,7 +260,7 @@ static void hint_result(const struct madvx_batch *b, uint32_t i, uint64_t seq_ba
 	const struct hint_int *h = &b->hints[i];
 
 	*r = (struct madvx_hint){
-		.addr = h->start, .len = h->len, .advice = h->advice,
+		.addr = h->start, .len = h->len, .advice = madvx_advice_at(h->adv_idx),
 		.err = h->err, .done = (h->end - h->start) - h->undone,
 		.seq = seq_base + i,
 	};
@@ -311,9 +306,9 @@ static void issue_hints(struct madvx_batch *b)
 	b->nstopped = 0;
 	atomic_store_explicit(&b->results_state, RESULTS_STALE, memory_order_relaxed);
 	while (from < b->count) {
-		uint32_t to = from, epoch = b->hints[from].epoch;
+		uint32_t to = from + 1;
 
-		while (to < b->count && b->hints[to].epoch == epoch)
+		while (to < b->count && !(b->hints[to].flags & HINT_EPOCH_START))
 			to++;
 		madvx_plan_epoch(b, from, to);
 		from = to;
@@ -362,7 +357,6 @@ static int tally_hints(struct madvx_batch *b)
 	b->nresults = b->count;
 	b->seq_base += b->count;
 	b->count = 0;
-	b->epoch = 0;
 	b->epoch_start = 0;
 	b->epoch_advices = 0;
 	return first_err;

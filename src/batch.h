@@ -33,16 +33,17 @@ struct hint_int {
 	uint64_t undone;	/* bytes of [start, end) not applied */
 	uint64_t stop;		/* HINT_STOPPED: nothing at or above it is applied */
 	int32_t err;		/* 0 or -errno */
-	uint32_t epoch;
-	int32_t advice;
-	int16_t adv_idx;
+	int16_t adv_idx;	/* madvx_advice_index(); madvx_advice_at() inverts it */
 	uint16_t flags;		/* HINT_* */
 };
+_Static_assert(sizeof(struct hint_int) == 48, "one hint record: 48 bytes");
 
 /* On an epoch's first hint: its hints were not added in plan order. */
 #define HINT_EPOCH_UNSORTED (1U << 0)
 /* madvise() of this hint alone would have stopped at @stop. */
 #define HINT_STOPPED (1U << 1)
+/* The first hint of an epoch (hints before it are applied first). */
+#define HINT_EPOCH_START (1U << 2)
 
 struct sort_item {
 	uint64_t key;		/* madvx_sort_key() */
@@ -90,7 +91,6 @@ struct madvx_batch {
 	uint64_t seq_base;	/* hints added before hints[0] since creation */
 
 	/* current epoch, for the ordering rule */
-	uint32_t epoch;
 	uint32_t epoch_start;
 	uint64_t epoch_advices;	/* bit per adv_idx */
 	uint64_t epoch_lo, epoch_hi;

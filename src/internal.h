@@ -72,6 +72,9 @@ static inline bool madvx_has(enum madvx_feature feat)
 #define MADVX_ADVICE_MAX 103		/* MADV_GUARD_REMOVE */
 MADVX_HIDDEN extern const int8_t madvx_advice_index_of[MADVX_ADVICE_MAX + 1];
 
+/* The advice at @index of the library's table (inverse of madvx_advice_index()). */
+MADVX_HIDDEN int madvx_advice_at(int index);
+
 /* Index of @advice in the library's table, or -1 if unknown: O(1), on every add. */
 static inline int madvx_advice_index(int advice)
 {

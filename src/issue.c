@@ -409,8 +409,8 @@ void madvx_issue_planned(struct madvx_batch *b, int advice, uint32_t n)
 	for (uint32_t i = 0; i < n; i++) {
 		if (e[i].fallback)
 			b->spill[nslow++] = e[i];
-		else
-			e[nfast++] = e[i];
+		else if (nfast++ != i)
+			e[nfast - 1] = e[i];
 	}
 	if (nfast)
 		issue_group(b, advice, e, nfast);

@@ -313,7 +313,7 @@ void madvx_plan_epoch(struct madvx_batch *b, uint32_t from, uint32_t to)
 	sort_epoch(b, from, to);
 	while (k < to) {
 		int adv_idx = pos_adv_idx(b, b->use_sorted, k);
-		int advice = b->hints[pos_hint(b, b->use_sorted, k)].advice;
+		int advice = madvx_advice_at(adv_idx);
 		uint32_t g = k;
 
 		while (g < to && pos_adv_idx(b, b->use_sorted, g) == adv_idx)

@@ -110,6 +110,11 @@ static struct madvx_once probe_once = MADVX_ONCE_INIT;
 
 _Static_assert(MADVX_ADVICE_MAX == MADV_GUARD_REMOVE, "advice table bound");
 
+int madvx_advice_at(int index)
+{
+	return index >= 0 && index < (int)ARRAY_SIZE(advices) ? advices[index].advice : -1;
+}
+
 /* advice value -> 1 + index in advices[] (0: unknown). */
 const int8_t madvx_advice_index_of[MADVX_ADVICE_MAX + 1] = {
 	[MADV_NORMAL] = 1, [MADV_RANDOM] = 2, [MADV_SEQUENTIAL] = 3,
