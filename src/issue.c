@@ -100,13 +100,16 @@ static void hole_hint(struct madvx_batch *b, int advice, uint32_t idx,
 	struct hint_int *h = &b->hints[idx];
 	uint64_t ov = range_overlap(h->start, h->end, start, end);
 
-	/* A stopped hint's undone was measured at its stop. */
-	if (!ov || (h->flags & HINT_STOPPED))
+	if (!ov)
 		return;
 	if (stops_at_holes(advice)) {
+		/* stop_hint() keeps the lower of two stops. */
 		stop_hint(b, idx, start > h->start ? start : h->start, -ENOMEM);
 		return;
 	}
+	/* A stopped hint's undone was measured at its stop. */
+	if (h->flags & HINT_STOPPED)
+		return;
 	h->undone += ov;
 	if (!h->err)
 		set_err(b, h, -ENOMEM);
@@ -128,6 +131,17 @@ void madvx_entry_done(struct madvx_batch *b, const struct madvx_entry *e, uint64
  * madvise() of [lo, hi), the part of hint @idx in a failed entry, VMA by VMA
  * on the kernel's bounds. Returns true if all of it was applied.
  */
+static bool stopped_at_or_below(const struct hint_int *h, uint64_t addr)
+{
+	return (h->flags & HINT_STOPPED) && h->stop <= addr;
+}
+
+/*
+ * madvise() of [lo, hi), the part of hint @idx in a failed entry, VMA by VMA
+ * on the kernel's bounds. The hint may have stopped above @lo already (a
+ * hole found while planning): a refusal below that stop moves it down.
+ * Returns true if all of it was applied.
+ */
 static bool walk_part(struct madvx_batch *b, int advice, uint32_t idx,
 		      uint64_t lo, uint64_t hi)
 {
@@ -135,7 +149,7 @@ static bool walk_part(struct madvx_batch *b, int advice, uint32_t idx,
 	uint64_t cur = lo;
 	bool all = true;
 
-	while (cur < hi && !(h->flags & HINT_STOPPED)) {
+	while (cur < hi && !stopped_at_or_below(h, cur)) {
 		struct madvx_vma v;
 		int ret = madvx_vma_find_kernel(cur, &v);
 		uint64_t pend;
