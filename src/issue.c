@@ -184,7 +184,12 @@ static bool walk_part(struct madvx_batch *b, int advice, uint32_t idx,
 			hole_hint(b, advice, idx, cur, pend);
 			all = false;
 		} else {
-			stop_hint(b, idx, cur, (int)r);
+			/*
+			 * madvise() stops at the VMA, not at the page: done
+			 * ends at its start even where an earlier entry (cut
+			 * at a stale bound) already did its lower part.
+			 */
+			stop_hint(b, idx, v.start > h->start ? v.start : h->start, (int)r);
 			return false;
 		}
 		cur = pend;
