@@ -467,6 +467,83 @@ START_TEST(autoflush_failures_are_reported)
 }
 END_TEST
 
+/*
+ * AUTOFLUSH: on_result sees every hint of every flush, automatic or not, in
+ * add order, with seq = its number among all adds; the memory of each is
+ * what it says.
+ */
+struct seen {
+	uint32_t n;
+	struct madvx_hint h[16];
+};
+
+static void record_result(void *ctx, const struct madvx_hint *h)
+{
+	struct seen *s = ctx;
+
+	ck_assert_uint_lt(s->n, 16);
+	s->h[s->n++] = *h;
+}
+
+START_TEST(autoflush_results_reach_on_result)
+{
+	static struct seen seen;
+	struct madvx_batch_opts o = {
+		.size = sizeof(o), .capacity = 3, .flags = MADVX_BATCH_AUTOFLUSH,
+		.on_result = record_result, .on_result_ctx = &seen,
+	};
+	size_t pg = test_page();
+	uint8_t *p = test_map_filled(8, 1);
+	struct madvx_batch *b;
+
+	seen.n = 0;
+	ck_assert_int_eq(munmap(p + 5 * pg, pg), 0);
+	ck_assert_int_eq(madvx_batch_create(&o, &b), 0);
+	ck_assert_uint_eq(madvx_batch_seq(b), 0);
+	for (int i = 0; i < 7; i++)
+		ck_assert_int_ge(madvx_batch_add(b, p + i * pg, pg, MADV_DONTNEED), 0);
+	/* Two automatic flushes of three hints each have reported already. */
+	ck_assert_uint_eq(seen.n, 6);
+	ck_assert_uint_eq(madvx_batch_seq(b), 7);
+	ck_assert_int_eq(madvx_batch_flush(b), -ENOMEM);	/* the hole, hint 5 */
+	ck_assert_uint_eq(seen.n, 7);
+	for (uint32_t i = 0; i < seen.n; i++) {
+		ck_assert_uint_eq(seen.h[i].seq, i);
+		ck_assert_uint_eq(seen.h[i].addr, (uintptr_t)(p + i * pg));
+		ck_assert_int_eq(seen.h[i].advice, MADV_DONTNEED);
+		ck_assert_int_eq(seen.h[i].err, i == 5 ? -ENOMEM : 0);
+		ck_assert_uint_eq(seen.h[i].done, i == 5 ? 0 : pg);
+		ck_assert(!seen.h[i].__reserved[0] && !seen.h[i].__reserved[1]);
+		if (i != 5)
+			ck_assert(test_resident(p + i * pg) == 0 && test_page_zero(p + i * pg));
+	}
+	ck_assert(test_resident(p + 7 * pg) && p[7 * pg] != 0);	/* never hinted */
+	madvx_batch_free(b);
+	munmap(p, 8 * pg);
+}
+END_TEST
+
+/* Capacities that do not fit are refused, never truncated. */
+START_TEST(capacity_is_checked_not_truncated)
+{
+	struct madvx_batch_opts o = { .size = sizeof(o) };
+	struct madvx_batch *b;
+
+	ck_assert_uint_eq(madvx_batch_storage_size(MADVX_BATCH_MAX_CAPACITY + 1), 0);
+	ck_assert_uint_eq(madvx_batch_storage_size(((size_t)1 << 32) + 5), 0);
+	ck_assert_uint_gt(madvx_batch_storage_size(5), 0);
+	ck_assert_uint_gt(madvx_batch_storage_size(MADVX_BATCH_MAX_CAPACITY), 0);
+	o.capacity = ((uint64_t)1 << 32) + 5;	/* would be 5 as a uint32_t */
+	ck_assert_int_eq(madvx_batch_create(&o, &b), -EINVAL);
+	o.capacity = 5;
+	o.__reserved0 = 1;
+	ck_assert_int_eq(madvx_batch_create(&o, &b), -EINVAL);
+	o.__reserved0 = 0;
+	ck_assert_int_eq(madvx_batch_create(&o, &b), 0);
+	madvx_batch_free(b);
+}
+END_TEST
+
 START_TEST(caller_storage)
 {
 	static uint8_t storage[1 << 20] __attribute__((aligned(64)));
@@ -818,6 +895,8 @@ int main(void)
 	tcase_add_test(api, full_batch_enospc_or_autoflush);
 	tcase_add_test(api, autoflush_failures_are_reported);
 	tcase_add_test(api, caller_storage);
+	tcase_add_test(api, autoflush_results_reach_on_result);
+	tcase_add_test(api, capacity_is_checked_not_truncated);
 	tcase_add_test(api, fork_child_advises_itself);
 	tcase_add_test(api, threads_with_concurrent_mmap);
 	tcase_add_test(api, uffd_region_entries_go_apart);
