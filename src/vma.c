@@ -34,7 +34,6 @@ static void regions_write_begin(void)
 	if (atomic_load_explicit(&regions.seq, memory_order_relaxed) & 1)
 		atomic_fetch_add_explicit(&regions.seq, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&regions.seq, 1, memory_order_relaxed);
-	atomic_thread_fence(memory_order_release);
 }
 
 static void regions_write_end(void)
@@ -58,30 +57,30 @@ static bool region_find(uint64_t addr, struct madvx_vma *v)
 	if (n > MAX_REGIONS)
 		n = MAX_REGIONS;
 	for (uint32_t i = 0; i < n; i++) {
-		uint64_t start = __atomic_load_n(&regions.r[i].start, __ATOMIC_RELAXED);
-		uint64_t end = __atomic_load_n(&regions.r[i].end, __ATOMIC_RELAXED);
+		uint64_t start = __atomic_load_n(&regions.r[i].start, __ATOMIC_ACQUIRE);
+		uint64_t end = __atomic_load_n(&regions.r[i].end, __ATOMIC_ACQUIRE);
 
 		if (start <= addr && addr < end) {
 			*v = (struct madvx_vma){
 				.start = start, .end = end, .region = true,
-				.uffd = __atomic_load_n(&regions.r[i].uffd, __ATOMIC_RELAXED),
+				.uffd = __atomic_load_n(&regions.r[i].uffd, __ATOMIC_ACQUIRE),
 				.uffd_remove = __atomic_load_n(&regions.r[i].uffd_remove,
-							       __ATOMIC_RELAXED),
+							       __ATOMIC_ACQUIRE),
 			};
 			found = true;
 			break;
 		}
 	}
-	atomic_thread_fence(memory_order_acquire);
+	/* The acquire loads above keep this re-read after them. */
 	return found && atomic_load_explicit(&regions.seq, memory_order_relaxed) == seq;
 }
 
 static void region_store(uint32_t i, const struct madvx_vma *v)
 {
-	__atomic_store_n(&regions.r[i].start, v->start, __ATOMIC_RELAXED);
-	__atomic_store_n(&regions.r[i].end, v->end, __ATOMIC_RELAXED);
-	__atomic_store_n(&regions.r[i].uffd, v->uffd, __ATOMIC_RELAXED);
-	__atomic_store_n(&regions.r[i].uffd_remove, v->uffd_remove, __ATOMIC_RELAXED);
+	__atomic_store_n(&regions.r[i].start, v->start, __ATOMIC_RELEASE);
+	__atomic_store_n(&regions.r[i].end, v->end, __ATOMIC_RELEASE);
+	__atomic_store_n(&regions.r[i].uffd, v->uffd, __ATOMIC_RELEASE);
+	__atomic_store_n(&regions.r[i].uffd_remove, v->uffd_remove, __ATOMIC_RELEASE);
 	regions.r[i].region = true;
 }
 
