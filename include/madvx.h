@@ -235,9 +235,13 @@ MADVX_API int madvx_kernel_info(struct madvx_kernel_info *info);
  * idempotent, so re-applying what the failed entry did changes nothing).
  *
  * Order: hints may be reordered freely unless two hints with DIFFERENT
- * advices overlap; then the later one is applied after the earlier one (the
- * batch is cut into ordered "epochs"), e.g. DONTNEED then WILLNEED of one
- * range populates it again, FREE then DONTNEED zaps it. Ordering compares
+ * advices act on the same memory; then the later one is applied after the
+ * earlier one (the batch is cut into ordered "epochs"), e.g. DONTNEED then
+ * WILLNEED of one range populates it again, FREE then DONTNEED zaps it.
+ * "The same memory" is counted in page-table blocks (2 MiB with 4 KiB
+ * pages): a populating fault maps its neighbours (fault-around, a huge
+ * page) and a zap or pageout splits or takes a huge page, so a POPULATE
+ * next to a PAGEOUT changes what the PAGEOUT finds. Ordering compares
  * virtual addresses: two mappings of one file or memfd (aliases) are not
  * ordered against each other.
  *

@@ -134,27 +134,49 @@ MADVX_API void madvx_batch_free(struct madvx_batch *b)
 
 /* ---- adding hints: validation and the ordering rule ---- */
 
-static bool hint_overlaps_other_advice(const struct madvx_batch *b,
-				       const struct hint_int *h)
+/*
+ * Hints act beyond their pages: a populating fault maps its neighbours
+ * (fault-around, a transparent huge page) and a zap or pageout splits or
+ * takes a huge page, all within one page-table block (PMD: 2 MiB with
+ * 4 KiB pages). So for ordering, a hint covers the PMD-aligned blocks it
+ * touches: two hints of different advices in one block keep their order.
+ */
+static uint64_t block_lo(uint64_t addr)
 {
+	return addr & ~(madvx_pmd_size() - 1);
+}
+
+static uint64_t block_hi(uint64_t end)
+{
+	uint64_t blk = madvx_pmd_size();
+
+	return end > UINT64_MAX - (blk - 1) ? UINT64_MAX : (end + blk - 1) & ~(blk - 1);
+}
+
+static bool hint_near_other_advice(const struct madvx_batch *b, const struct hint_int *h)
+{
+	uint64_t lo = block_lo(h->start), hi = block_hi(h->end);
+
 	for (uint32_t i = b->epoch_start; i < b->count; i++) {
 		const struct hint_int *g = &b->hints[i];
 
-		if (g->adv_idx != h->adv_idx && g->start < h->end && h->start < g->end)
+		if (g->adv_idx != h->adv_idx && g->start != g->end &&
+		    block_lo(g->start) < hi && lo < block_hi(g->end))
 			return true;
 	}
 	return false;
 }
 
 /*
- * Hints of different advices that overlap must keep their order: such a
- * hint starts a new epoch. The common cases cost O(1): one advice so far, or
- * no overlap with the epoch's bounding range. Past EPOCH_SCAN_LIMIT hints the
- * exact scan is skipped and the epoch is cut, which is always safe.
+ * Hints of different advices that act on the same memory must keep their
+ * order: such a hint starts a new epoch. The common cases cost O(1): one
+ * advice so far, or no block shared with the epoch's bounding range. Past
+ * EPOCH_SCAN_LIMIT hints the exact scan is skipped and the epoch is cut,
+ * which is always safe.
  */
 static void assign_epoch(struct madvx_batch *b, struct hint_int *h)
 {
-	uint64_t bit = 1ULL << h->adv_idx;
+	uint64_t bit = 1ULL << h->adv_idx, lo, hi;
 	bool cut = false;
 
 	if (b->count == b->epoch_start) {
@@ -163,19 +185,21 @@ static void assign_epoch(struct madvx_batch *b, struct hint_int *h)
 	}
 	if (h->start == h->end)
 		return;
-	if ((b->epoch_advices & ~bit) && h->start < b->epoch_hi && b->epoch_lo < h->end)
+	lo = block_lo(h->start);
+	hi = block_hi(h->end);
+	if ((b->epoch_advices & ~bit) && lo < b->epoch_hi && b->epoch_lo < hi)
 		cut = b->count - b->epoch_start > EPOCH_SCAN_LIMIT ||
-		      hint_overlaps_other_advice(b, h);
+		      hint_near_other_advice(b, h);
 	if (cut) {
 		b->epoch_start = b->count;
 		b->epoch_advices = 0;
 		b->epoch_last_key = 0;
 		h->flags = HINT_EPOCH_START;
 	}
-	if (!b->epoch_advices || h->start < b->epoch_lo)
-		b->epoch_lo = h->start;
-	if (!b->epoch_advices || h->end > b->epoch_hi)
-		b->epoch_hi = h->end;
+	if (!b->epoch_advices || lo < b->epoch_lo)
+		b->epoch_lo = lo;
+	if (!b->epoch_advices || hi > b->epoch_hi)
+		b->epoch_hi = hi;
 	b->epoch_advices |= bit;
 }
 

@@ -46,6 +46,12 @@ static inline size_t madvx_page_size(void)
 	return madvx_pagesize;
 }
 
+/* What one page-table page maps (a PMD: 2 MiB with 4 KiB pages, 512 MiB with 64 KiB). */
+static inline uint64_t madvx_pmd_size(void)
+{
+	return (uint64_t)madvx_pagesize / 8 * madvx_pagesize;
+}
+
 /* ---- probe.c ---- */
 struct madvx_probe_state {
 	uint32_t version;

@@ -392,6 +392,10 @@ static void uring_issue(struct madvx_batch *b, int advice, struct madvx_entry *e
 		if (e[i].start + e[i].len > hi)
 			hi = e[i].start + e[i].len;
 	}
+	/* Whole page-table blocks, as the batch's ordering rule counts them. */
+	lo &= ~(madvx_pmd_size() - 1);
+	hi = hi > UINT64_MAX - (madvx_pmd_size() - 1) ? UINT64_MAX :
+	     (hi + madvx_pmd_size() - 1) & ~(madvx_pmd_size() - 1);
 	if (u->inflight && (u->adv_mask & ~bit) && lo < u->hi && u->lo < hi)
 		quiesce(a);
 	/* Nothing in flight: nothing to order against. */
