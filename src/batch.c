@@ -203,13 +203,24 @@ static void assign_epoch(struct madvx_batch *b, struct hint_int *h)
 	b->epoch_advices |= bit;
 }
 
-/* Remember when an epoch's hints stop arriving in plan order (one compare per add). */
+/*
+ * Remember when an epoch's hints stop arriving in plan order (one compare
+ * per add). From then on every add also writes its sort item, so the flush
+ * sorts at once instead of reading every hint record again.
+ */
 static inline void track_order(struct madvx_batch *b, const struct hint_int *h)
 {
 	uint64_t key = madvx_sort_key(h);
+	struct hint_int *first = &b->hints[b->epoch_start];
 
-	if (key < b->epoch_last_key)
-		b->hints[b->epoch_start].flags |= HINT_EPOCH_UNSORTED;
+	if (unlikely(first->flags & HINT_EPOCH_UNSORTED)) {
+		madvx_sort_item(b, b->count, key);
+	} else if (unlikely(key < b->epoch_last_key)) {
+		first->flags |= HINT_EPOCH_UNSORTED;
+		for (uint32_t i = b->epoch_start; i < b->count; i++)
+			madvx_sort_item(b, i, madvx_sort_key(&b->hints[i]));
+		madvx_sort_item(b, b->count, key);
+	}
 	b->epoch_last_key = key;
 }
 

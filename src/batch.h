@@ -130,6 +130,18 @@ static inline uint64_t range_overlap(uint64_t a0, uint64_t a1, uint64_t b0, uint
 	return hi > lo ? hi - lo : 0;
 }
 
+/* The sort item of hint @idx: what planning a sorted epoch reads (plan.c). */
+static inline void madvx_sort_item(struct madvx_batch *b, uint32_t idx, uint64_t key)
+{
+	const struct hint_int *h = &b->hints[idx];
+	uint64_t pages = (h->end - h->start) >> 12;
+
+	b->sorted[idx] = (struct sort_item){
+		.key = key, .idx = idx,
+		.pages = pages < UINT32_MAX ? (uint32_t)pages : UINT32_MAX,
+	};
+}
+
 /* ---- plan.c ---- */
 
 /* Lock class of an advice index: 0 per-VMA, 1 mmap_read_lock, 2 mmap_write_lock. */

@@ -129,13 +129,8 @@ static void sort_epoch(struct madvx_batch *b, uint32_t from, uint32_t to)
 	b->use_sorted = b->hints[from].flags & HINT_EPOCH_UNSORTED;
 	if (!b->use_sorted)
 		return;
+	/* The adds wrote the items (batch.c track_order()); only their key bits are needed. */
 	for (uint32_t i = 0; i < n; i++) {
-		const struct hint_int *h = &b->hints[from + i];
-		uint64_t pages = (h->end - h->start) >> 12;
-
-		s[i].idx = from + i;
-		s[i].key = madvx_sort_key(h);
-		s[i].pages = pages < UINT32_MAX ? (uint32_t)pages : UINT32_MAX;
 		ones |= s[i].key;
 		zeros &= s[i].key;
 	}
