@@ -985,6 +985,202 @@ MADVX_API int madvx_async_eventfd(struct madvx_async *async);
  */
 MADVX_API int madvx_async_cqe(struct madvx_async *async, uint64_t user_data, int32_t res);
 
+/* ------------------------------------------------------------------------ */
+/* Remote targets and reclaim (src/target.c, src/reclaim.c)                  */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A target is another process whose memory the caller advises with
+ * process_madvise(2), as Android's activity manager and proactive-reclaim
+ * daemons do. Linux (5.10 to 7.3) accepts only MADV_COLD, MADV_PAGEOUT,
+ * MADV_WILLNEED and MADV_COLLAPSE for another process, and needs:
+ *  - ptrace read access to it (PTRACE_MODE_READ: same uid and not
+ *    dumpable-restricted, or CAP_SYS_PTRACE; Yama's ptrace_scope may ask
+ *    for more): without it opening the target fails with -EACCES;
+ *  - CAP_SYS_NICE: without it every advice fails with -EPERM.
+ * A remote call always runs under the target's mmap_read_lock, held for
+ * the whole vector: every mmap/munmap/mprotect of the target waits.
+ *
+ * Race-freedom: a target is named by a pidfd, never by a bare pid. Opening
+ * from a pid takes a pidfd first, then opens /proc/PID, then checks that the
+ * pidfd's process is still alive: if it is, /proc/PID was that process (a
+ * pid number is reused only after its process is reaped). All advice goes
+ * through the pidfd, so a target that exits is never confused with a new
+ * process that gets its pid: calls then fail with -ESRCH.
+ *
+ * Thread-safety: a target belongs to one thread at a time.
+ * Fork: a child may use a target it inherited (its fds are its own copies).
+ */
+struct madvx_target;
+
+/*
+ * madvx_target_open - open process @pid (in the caller's pid namespace).
+ * @flags must be 0. Returns 0 and *out, or -EINVAL (pid <= 0, flags, NULL
+ * out), -ESRCH (no such process, or it exited while being opened), -EACCES
+ * (no ptrace read access: /proc/PID/maps refused), -ENOSYS (no
+ * pidfd_open(2): Linux < 5.3), -ENOMEM, -EMFILE.
+ */
+MADVX_API int madvx_target_open(int pid, unsigned int flags, struct madvx_target **out);
+
+/*
+ * madvx_target_open_pidfd - open the process @pidfd names (from pidfd_open(2)
+ * or clone(CLONE_PIDFD)). The target keeps its own duplicate: the caller
+ * may close @pidfd. Errors as madvx_target_open(), plus -EBADF (@pidfd is
+ * not a pidfd) and -ESRCH (its process has exited, even if a new process
+ * now has its pid).
+ */
+MADVX_API int madvx_target_open_pidfd(int pidfd, unsigned int flags,
+				      struct madvx_target **out);
+
+/* Close the target's fds and free it. NULL is a no-op. */
+MADVX_API void madvx_target_free(struct madvx_target *target);
+
+/* The target's pid as seen when it was opened, or -EINVAL for NULL. */
+MADVX_API int madvx_target_pid(const struct madvx_target *target);
+
+/* The target's pidfd (owned by the target: do not close it), or -EINVAL. */
+MADVX_API int madvx_target_pidfd(const struct madvx_target *target);
+
+/*
+ * madvx_target_check - may this process advise @target with @advice?
+ * Asks the kernel with an empty process_madvise() vector (no memory is
+ * touched). Returns 0 (yes), -ESRCH (the target exited), -EPERM (no
+ * CAP_SYS_NICE), -EACCES (no ptrace read access), -EINVAL (@advice is not
+ * accepted for another process by this kernel: only COLD, PAGEOUT, WILLNEED,
+ * COLLAPSE up to 7.3), -ENOSYS (no process_madvise(2): Linux < 5.10, or it
+ * is disabled with MADVX_DISABLE=process_madvise).
+ */
+MADVX_API int madvx_target_check(struct madvx_target *target, int advice);
+
+/* VMA properties, from PROCMAP_QUERY (6.11) or /proc/PID/maps. */
+#define MADVX_VMA_READ		(1ULL << 0)
+#define MADVX_VMA_WRITE		(1ULL << 1)
+#define MADVX_VMA_EXEC		(1ULL << 2)
+#define MADVX_VMA_SHARED	(1ULL << 3)	/* MAP_SHARED (also shared anonymous: shmem) */
+#define MADVX_VMA_ANON		(1ULL << 4)	/* no file behind it (private anonymous, heap, stack) */
+#define MADVX_VMA_FILE		(1ULL << 5)	/* a file (shared anonymous memory is shmem: FILE) */
+#define MADVX_VMA_STACK		(1ULL << 6)	/* the main thread's stack */
+#define MADVX_VMA_HEAP		(1ULL << 7)	/* the brk() heap */
+#define MADVX_VMA_LOCKED	(1ULL << 8)	/* mlock()ed (smaps VmFlags "lo", read only when VmLck > 0) */
+#define MADVX_VMA_HUGETLB	(1ULL << 9)	/* hugetlbfs pages */
+#define MADVX_VMA_SPECIAL	(1ULL << 10)	/* [vdso], [vvar], [vsyscall] and other kernel mappings */
+
+struct madvx_target_vma {
+	uint64_t start;
+	uint64_t end;
+	uint64_t flags;		/* MADVX_VMA_* */
+	uint64_t offset;	/* file offset of start (0 for anonymous) */
+	uint64_t inode;		/* 0 for anonymous */
+	uint32_t dev_major;
+	uint32_t dev_minor;
+};
+
+/*
+ * madvx_target_vma_next - the first VMA of @target that ends above @addr
+ * (it may contain @addr) and matches the filter: it has at least one flag of
+ * @include (0: any VMA) and none of @exclude. Iterate with
+ * addr = vma->end. A walk from addr 0 re-reads the target's mlock and stack
+ * state (the LOCKED, STACK and HEAP flags). Each call is one PROCMAP_QUERY
+ * (per-VMA locks, 6.17) where the kernel has it, else served from a
+ * /proc/PID/maps snapshot taken at the start of the walk (addr 0).
+ * MADVX_DISABLE=procmap_query forces the snapshot.
+ * Returns 0 and *vma, -ENOENT (no such VMA), -ESRCH (the target exited or
+ * called execve(): its memory is gone), -EINVAL, or another -errno.
+ */
+MADVX_API int madvx_target_vma_next(struct madvx_target *target, uint64_t addr,
+				    uint64_t include, uint64_t exclude,
+				    struct madvx_target_vma *vma);
+
+/* Why madvx_reclaim() stopped. */
+enum madvx_reclaim_stop {
+	MADVX_RECLAIM_COMPLETE = 0,	/* every planned byte was advised */
+	MADVX_RECLAIM_CHANGED,		/* done, but VMAs changed meanwhile (skipped: vmas_changed) */
+	MADVX_RECLAIM_BUDGET,		/* opts.budget reached */
+	MADVX_RECLAIM_CANCELLED,	/* the progress callback returned nonzero */
+	MADVX_RECLAIM_EXITED,		/* the target exited (or called execve()) */
+	MADVX_RECLAIM_ERROR,		/* a call failed for every entry: report.err */
+	MADVX_RECLAIM_DRY_RUN,		/* MADVX_RECLAIM_DRYRUN: planned, nothing advised */
+};
+
+/* Counters and state of one madvx_reclaim(), final or in progress. */
+struct madvx_reclaim_report {
+	size_t size;			/* sizeof(struct madvx_reclaim_report) */
+	uint64_t planned_bytes;		/* bytes of the filtered VMAs (up to the budget) */
+	uint64_t planned_vmas;
+	uint64_t bytes;			/* bytes the kernel advised */
+	uint64_t calls;			/* process_madvise() calls */
+	uint64_t entries;		/* iovec entries passed */
+	uint64_t vmas_changed;		/* planned ranges found unmapped/remapped before their call */
+	uint64_t failed_entries;	/* entries the kernel refused */
+	uint64_t errors[64];		/* failed entries by errno (< 64; others in [0]) */
+	uint64_t max_call_ns;		/* longest call (the target's mmap_lock is held that long) */
+	uint64_t calls_over_bound;	/* calls longer than opts.max_lock_us */
+	uint64_t call_ns;		/* total time inside process_madvise() */
+	uint64_t elapsed_ns;		/* wall time of madvx_reclaim() */
+	uint64_t plan_ns;		/* of which enumerating and planning */
+	/* From /proc/PID/smaps_rollup, bytes; all 0 with MADVX_RECLAIM_NO_ROLLUP. */
+	uint64_t rss_before, swap_before, pss_before;
+	uint64_t rss_after, swap_after, pss_after;
+	uint32_t last_entries;		/* entries in the latest call */
+	int32_t stop;			/* enum madvx_reclaim_stop */
+	int32_t err;			/* 0 or the -errno behind stop */
+};
+
+/* Called after every call with the running report; nonzero cancels. */
+typedef int (*madvx_reclaim_progress_fn)(void *ctx, const struct madvx_reclaim_report *r);
+
+#define MADVX_RECLAIM_DRYRUN	(1U << 0)	/* plan and report, advise nothing */
+#define MADVX_RECLAIM_NO_ROLLUP	(1U << 1)	/* skip smaps_rollup (it walks every page table) */
+
+struct madvx_reclaim_opts {
+	size_t size;			/* sizeof(struct madvx_reclaim_opts) */
+	int32_t advice;			/* MADV_COLD (0 = default) or MADV_PAGEOUT */
+	uint32_t flags;			/* MADVX_RECLAIM_* */
+	uint64_t include;		/* VMAs with any of these MADVX_VMA_*; 0 = ANON | FILE */
+	uint64_t exclude;		/* and none of these; LOCKED, HUGETLB, SPECIAL always */
+	uint64_t start, end;		/* only [start, end); end 0 = the whole address space */
+	uint64_t budget;		/* stop after advising this many bytes; 0 = no limit */
+	uint32_t max_lock_us;		/* bound on one call (mmap_lock hold); 0 = 2000 */
+	uint32_t pause_us;		/* sleep between calls; 0 = none */
+	uint32_t max_entries;		/* iovec entries per call, <= 1024; 0 = 1024 */
+	uint32_t __pad;
+	madvx_reclaim_progress_fn progress;	/* optional */
+	void *progress_ctx;
+};
+
+/*
+ * madvx_reclaim - deactivate (MADV_COLD) or page out (MADV_PAGEOUT) the
+ * filtered VMAs of @target, in address order, without holding the target's
+ * mmap_lock longer than opts->max_lock_us per call:
+ *  - the VMAs are enumerated and filtered first (see madvx_target_vma_next);
+ *  - each call's bytes come from the rate (bytes per ns) measured on the
+ *    calls so far, adapted after every call (a call that overran the bound
+ *    cuts the rate at once); large VMAs are advised in pieces;
+ *  - before each call the pidfd is checked alive and every entry is looked
+ *    up again: a range unmapped or replaced by a mapping that no longer
+ *    passes the filter is skipped (vmas_changed), so advice never reaches
+ *    memory outside the filtered VMAs except a mapping made in the
+ *    microseconds between that look-up and the call; and never another
+ *    process (the pidfd);
+ *  - a short return is resolved to the failing entry, which is retried
+ *    alone for its errno (counted in errors[]) and skipped; the call goes on
+ *    after it.
+ * @opts may be NULL (COLD of every anonymous and file VMA). @report may be
+ * NULL; when given (report->size set) it is filled in every case, also on
+ * error.
+ * Returns 0 (stop COMPLETE, CHANGED, BUDGET, CANCELLED, DRY_RUN), or
+ * -ESRCH (the target exited: stop EXITED, partial report), -EPERM (no
+ * CAP_SYS_NICE), -EACCES (no ptrace access), -EINVAL (bad opts; or advice
+ * not accepted remotely by this kernel), -ENOSYS (no process_madvise),
+ * -E2BIG (unknown nonzero opts fields), -ENOMEM.
+ */
+MADVX_API int madvx_reclaim(struct madvx_target *target,
+			    const struct madvx_reclaim_opts *opts,
+			    struct madvx_reclaim_report *report);
+
+/* "complete", "changed", "budget", "cancelled", "exited", "error", "dry-run"; NULL if unknown. */
+MADVX_API const char *madvx_reclaim_stop_name(int stop);
+
 #ifdef __cplusplus
 }
 #endif

@@ -140,4 +140,10 @@ MADVX_HIDDEN int madvx_self_pidfd(void);
 /* The /proc/self/maps fd of this process (vma.c). */
 MADVX_HIDDEN int madvx_self_maps_fd(void);
 
+/* ---- sys.c, for remote targets (target.c, reclaim.c) ---- */
+/* pidfd_send_signal(2) (5.1); sig 0 asks "does it still exist?". */
+MADVX_HIDDEN int madvx_sys_pidfd_send_signal(int pidfd, int sig);
+MADVX_HIDDEN int madvx_sys_openat(int dirfd, const char *path, int flags);
+MADVX_HIDDEN long madvx_sys_pread(int fd, void *buf, size_t len, uint64_t off);
+
 #endif /* MADVX_INTERNAL_H */

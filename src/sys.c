@@ -142,3 +142,27 @@ int madvx_self_pidfd(void)
 		return PIDFD_SELF_THREAD;	/* PIDFD_SELF */
 	return madvx_proc_fd(MADVX_PFD_PIDFD, open_self_pidfd);
 }
+
+/* ---- remote targets (src/target.c, src/reclaim.c) ---- */
+
+int madvx_sys_pidfd_send_signal(int pidfd, int sig)
+{
+	int e = errno;
+
+	return (int)ret_or_errno(syscall(__NR_pidfd_send_signal, pidfd, sig,
+					 NULL, 0U), e);
+}
+
+int madvx_sys_openat(int dirfd, const char *path, int flags)
+{
+	int e = errno;
+
+	return (int)ret_or_errno(openat(dirfd, path, flags), e);
+}
+
+long madvx_sys_pread(int fd, void *buf, size_t len, uint64_t off)
+{
+	int e = errno;
+
+	return ret_or_errno(pread(fd, buf, len, (off_t)off), e);
+}

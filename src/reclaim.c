@@ -1,0 +1,440 @@
+// SPDX-License-Identifier: MIT
+/*
+ * madvx_reclaim(): COLD or PAGEOUT of another process's memory in calls
+ * whose length (and so the time the target's mmap_read_lock is held, which
+ * a remote process_madvise() keeps for its whole vector) stays under a
+ * bound. Two jobs, two halves of this file: planning (which ranges) and
+ * issuing (how many bytes per call, what a short return means).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "target.h"
+
+#define RECLAIM_ALWAYS_EXCLUDE (MADVX_VMA_LOCKED | MADVX_VMA_HUGETLB | MADVX_VMA_SPECIAL)
+#define DEFAULT_MAX_LOCK_US 2000
+#define FIRST_CALL_BYTES (256 * 1024)
+#define MAX_IOV 1024		/* UIO_MAXIOV */
+/* Calls shorter than this are too noisy to measure a rate from. */
+#define MIN_MEASURE_NS 20000
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static const char *const stop_names[] = {
+	[MADVX_RECLAIM_COMPLETE] = "complete",
+	[MADVX_RECLAIM_CHANGED] = "changed",
+	[MADVX_RECLAIM_BUDGET] = "budget",
+	[MADVX_RECLAIM_CANCELLED] = "cancelled",
+	[MADVX_RECLAIM_EXITED] = "exited",
+	[MADVX_RECLAIM_ERROR] = "error",
+	[MADVX_RECLAIM_DRY_RUN] = "dry-run",
+};
+
+MADVX_API const char *madvx_reclaim_stop_name(int stop)
+{
+	if (stop < 0 || (size_t)stop >= ARRAY_SIZE(stop_names))
+		return NULL;
+	return stop_names[stop];
+}
+
+/* ---- options ---- */
+
+struct reclaim {
+	struct madvx_target *t;
+	struct madvx_reclaim_opts o;
+	struct madvx_reclaim_report *rep;
+	uint64_t include, exclude, end;
+	/* the plan: filtered ranges in address order */
+	struct madvx_target_range *r;
+	size_t n, cap;
+	bool *changed;		/* per range: already counted in vmas_changed */
+	/* issuing */
+	size_t i;		/* current range */
+	uint64_t cur;		/* next address in it */
+	double rate;		/* bytes per ns, 0 = not measured yet */
+	uint64_t last_bytes;	/* bytes of the previous call */
+	struct iovec iov[MAX_IOV];
+	size_t iov_range[MAX_IOV];	/* the range each entry came from */
+};
+
+static int take_opts(struct reclaim *c, const struct madvx_reclaim_opts *o)
+{
+	const size_t known = sizeof(struct madvx_reclaim_opts);
+
+	if (o) {
+		if (o->size < offsetof(struct madvx_reclaim_opts, flags))
+			return -EINVAL;
+		if (o->size > known) {
+			for (size_t k = known; k < o->size; k++)
+				if (((const char *)o)[k])
+					return -E2BIG;
+		}
+		memcpy(&c->o, o, o->size < known ? o->size : known);
+	}
+	c->o.size = known;
+	if (!c->o.advice)
+		c->o.advice = MADV_COLD;
+	if (c->o.advice != MADV_COLD && c->o.advice != MADV_PAGEOUT)
+		return -EINVAL;
+	if (c->o.flags & ~(MADVX_RECLAIM_DRYRUN | MADVX_RECLAIM_NO_ROLLUP))
+		return -EINVAL;
+	if (c->o.max_entries > MAX_IOV || (c->o.end && c->o.end <= c->o.start))
+		return -EINVAL;
+	if (!c->o.max_entries)
+		c->o.max_entries = MAX_IOV;
+	if (!c->o.max_lock_us)
+		c->o.max_lock_us = DEFAULT_MAX_LOCK_US;
+	c->include = c->o.include ? c->o.include : MADVX_VMA_ANON | MADVX_VMA_FILE;
+	c->exclude = c->o.exclude | RECLAIM_ALWAYS_EXCLUDE;
+	c->end = c->o.end ? c->o.end : UINT64_MAX;
+	return 0;
+}
+
+/* ---- planning ---- */
+
+static int plan_add(struct reclaim *c, uint64_t start, uint64_t end)
+{
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 1024;
+		void *r = realloc(c->r, cap * sizeof(*c->r));
+
+		if (!r)
+			return -ENOMEM;
+		c->r = r;
+		c->cap = cap;
+	}
+	c->r[c->n++] = (struct madvx_target_range){ start, end };
+	return 0;
+}
+
+/* Every filtered VMA in [start, end), up to the budget. */
+static int plan(struct reclaim *c)
+{
+	struct madvx_target_vma v;
+	uint64_t addr = c->o.start, planned = 0;
+	int ret = madvx_target_refresh(c->t);
+
+	while (!ret && addr < c->end) {
+		uint64_t s, e;
+
+		ret = madvx_target_query(c->t, addr, &v);
+		if (ret == -ENOENT) {
+			ret = 0;
+			break;
+		}
+		if (ret || v.start >= c->end)
+			break;
+		addr = v.end;
+		if (!madvx_target_vma_match(&v, c->include, c->exclude))
+			continue;
+		s = v.start > c->o.start ? v.start : c->o.start;
+		e = v.end < c->end ? v.end : c->end;
+		if (c->o.budget && planned + (e - s) > c->o.budget)
+			e = s + ((c->o.budget - planned + madvx_page_size() - 1) &
+				 ~(uint64_t)(madvx_page_size() - 1));
+		ret = plan_add(c, s, e);
+		planned += e - s;
+		if (c->o.budget && planned >= c->o.budget)
+			break;
+	}
+	if (ret)
+		return ret;
+	c->rep->planned_bytes = planned;
+	c->rep->planned_vmas = c->n;
+	c->changed = calloc(c->n ? c->n : 1, sizeof(*c->changed));
+	return c->changed ? 0 : -ENOMEM;
+}
+
+/* ---- issuing ---- */
+
+static void count_error(struct madvx_reclaim_report *rep, int err)
+{
+	rep->failed_entries++;
+	rep->errors[err > 0 && err < 64 ? err : 0]++;
+}
+
+static void mark_changed(struct reclaim *c, size_t i)
+{
+	if (!c->changed[i]) {
+		c->changed[i] = true;
+		c->rep->vmas_changed++;
+	}
+}
+
+/* Bytes the next call should cover: the measured rate times the bound. */
+static uint64_t call_bytes(struct reclaim *c)
+{
+	uint64_t pg = madvx_page_size(), want;
+	double bound = (double)c->o.max_lock_us * 1000.0;
+
+	if (!c->last_bytes)
+		want = FIRST_CALL_BYTES;
+	else if (c->rate > 0)
+		want = (uint64_t)(c->rate * bound * 0.75);
+	else
+		want = c->last_bytes * 4;
+	if (c->last_bytes && want > c->last_bytes * 4)
+		want = c->last_bytes * 4;	/* grow carefully */
+	if (c->o.budget) {
+		uint64_t left = c->o.budget > c->rep->bytes ? c->o.budget - c->rep->bytes : 0;
+
+		if (want > left)
+			want = left;
+	}
+	want &= ~(pg - 1);
+	return want ? want : pg;
+}
+
+/*
+ * Fill the iovec for one call from the plan, looking every entry up again
+ * first: what is no longer mapped, or no longer passes the filter, is
+ * skipped. Returns the number of entries (0: plan exhausted) or -errno.
+ */
+static int build_call(struct reclaim *c, uint64_t bytes)
+{
+	uint64_t total = 0;
+	int n = 0, ret;
+
+	madvx_target_invalidate(c->t);	/* snapshot mode: one re-read per call */
+	while (c->i < c->n && n < (int)c->o.max_entries && total < bytes) {
+		struct madvx_target_range *r = &c->r[c->i];
+		struct madvx_target_vma v;
+		uint64_t e, len;
+
+		if (c->cur < r->start)
+			c->cur = r->start;
+		if (c->cur >= r->end) {
+			c->i++;
+			continue;
+		}
+		ret = madvx_target_query(c->t, c->cur, &v);
+		if (ret == -ENOENT) {		/* everything above is gone */
+			mark_changed(c, c->i);
+			c->cur = r->end;
+			continue;
+		}
+		if (ret)
+			return ret;
+		if (v.start > c->cur || !madvx_target_vma_match(&v, c->include, c->exclude)) {
+			/* hole, or replaced by something we must not advise */
+			mark_changed(c, c->i);
+			c->cur = v.start > c->cur ? v.start : v.end;
+			continue;
+		}
+		e = v.end < r->end ? v.end : r->end;
+		len = e - c->cur;
+		if (len > bytes - total)
+			len = bytes - total;
+		c->iov[n] = (struct iovec){ (void *)(uintptr_t)c->cur, len };
+		c->iov_range[n] = c->i;
+		n++;
+		total += len;
+		c->cur += len;
+	}
+	return n;
+}
+
+/* Errors that concern the target or the caller, not one entry. */
+static bool fatal(long err)
+{
+	return err == -ESRCH || err == -EPERM || err == -EACCES ||
+	       err == -ENOSYS || err == -EBADF;
+}
+
+/*
+ * Issue iov[0, n): on a short return find the failing entry (the kernel
+ * stops there and returns the bytes of the entries before it), ask the
+ * kernel about it alone for its errno, and go on after it.
+ * Returns 0 or a fatal -errno.
+ */
+static long issue(struct reclaim *c, int n)
+{
+	struct madvx_reclaim_report *rep = c->rep;
+	int k = 0;
+
+	while (k < n) {
+		uint64_t total = 0, t0, dt, done;
+		long ret;
+		int j;
+
+		for (j = k; j < n; j++)
+			total += c->iov[j].iov_len;
+		t0 = now_ns();
+		ret = madvx_sys_process_madvise(c->t->pidfd, c->iov + k, (size_t)(n - k),
+						c->o.advice);
+		dt = now_ns() - t0;
+		rep->calls++;
+		rep->entries += (uint64_t)(n - k);
+		rep->last_entries = (uint32_t)(n - k);
+		rep->call_ns += dt;
+		if (dt > rep->max_call_ns)
+			rep->max_call_ns = dt;
+		if (dt > (uint64_t)c->o.max_lock_us * 1000)
+			rep->calls_over_bound++;
+		if (ret == -EINTR)
+			continue;
+		if (ret < 0 && fatal(ret))
+			return ret;
+		done = ret > 0 ? (uint64_t)ret : 0;
+		rep->bytes += done;
+		if (done == total)
+			return 0;
+		/* entries k..j-1 were done in full, j failed */
+		for (j = k; j < n && done >= c->iov[j].iov_len; j++)
+			done -= c->iov[j].iov_len;
+		if (j == n)
+			return 0;
+		ret = madvx_sys_process_madvise(c->t->pidfd, c->iov + j, 1, c->o.advice);
+		rep->calls++;
+		rep->entries++;
+		if (ret == (long)c->iov[j].iov_len) {
+			rep->bytes += (uint64_t)ret;	/* transient: done on its own */
+		} else if (ret < 0 && fatal(ret)) {
+			return ret;
+		} else {
+			count_error(rep, ret < 0 ? (int)-ret : EIO);
+			if (ret == -ENOMEM)
+				mark_changed(c, c->iov_range[j]);
+		}
+		k = j + 1;
+	}
+	return 0;
+}
+
+static void update_rate(struct reclaim *c, uint64_t bytes, uint64_t ns)
+{
+	double r, bound = (double)c->o.max_lock_us * 1000.0;
+
+	c->last_bytes = bytes;
+	if (ns < MIN_MEASURE_NS)
+		return;
+	r = (double)bytes / (double)ns;
+	if (!c->rate)
+		c->rate = r;
+	else if ((double)ns > bound)
+		c->rate = r < c->rate ? r : c->rate;	/* overran: cut at once */
+	else
+		c->rate = 0.5 * c->rate + 0.5 * r;
+}
+
+static void pause_us(uint32_t us)
+{
+	struct timespec ts = { us / 1000000, (long)(us % 1000000) * 1000 };
+
+	while (nanosleep(&ts, &ts) && ts.tv_nsec >= 0) {
+		/* EINTR: sleep the rest (nanosleep updates ts) */
+	}
+}
+
+static int run(struct reclaim *c)
+{
+	struct madvx_reclaim_report *rep = c->rep;
+
+	for (;;) {
+		uint64_t want, call_ns0 = rep->call_ns, bytes0 = rep->bytes;
+		long ret;
+		int n;
+
+		if (c->o.budget && rep->bytes >= c->o.budget) {
+			rep->stop = MADVX_RECLAIM_BUDGET;
+			return 0;
+		}
+		/* Before every call: is the pidfd's process still there? */
+		if (madvx_target_alive(c->t))
+			return -ESRCH;
+		want = call_bytes(c);
+		n = build_call(c, want);
+		if (n < 0)
+			return n;
+		if (n == 0)
+			break;
+		ret = issue(c, n);
+		if (ret)
+			return (int)ret;
+		update_rate(c, rep->bytes - bytes0, rep->call_ns - call_ns0);
+		if (c->o.progress && c->o.progress(c->o.progress_ctx, rep)) {
+			rep->stop = MADVX_RECLAIM_CANCELLED;
+			return 0;
+		}
+		if (c->o.pause_us && c->i < c->n)
+			pause_us(c->o.pause_us);
+	}
+	rep->stop = rep->vmas_changed ? MADVX_RECLAIM_CHANGED : MADVX_RECLAIM_COMPLETE;
+	return 0;
+}
+
+/* A fatal -errno as the report's stop reason (-ESRCH: exited or execve). */
+static void stop_for(struct madvx_reclaim_report *rep, int err)
+{
+	rep->err = err;
+	rep->stop = err == -ESRCH ? MADVX_RECLAIM_EXITED : MADVX_RECLAIM_ERROR;
+}
+
+MADVX_API int madvx_reclaim(struct madvx_target *target,
+			    const struct madvx_reclaim_opts *opts,
+			    struct madvx_reclaim_report *report)
+{
+	struct madvx_reclaim_report local = { .size = sizeof(local) };
+	struct madvx_reclaim_report *rep = &local;
+	struct reclaim *c;
+	uint64_t t0 = now_ns(), t_plan;
+	int ret;
+
+	if (report && report->size < offsetof(struct madvx_reclaim_report, errors))
+		return -EINVAL;
+	if (!target)
+		return -EINVAL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->t = target;
+	c->rep = rep;
+	ret = take_opts(c, opts);
+	if (ret)
+		goto out;
+	if (!(c->o.flags & MADVX_RECLAIM_DRYRUN)) {
+		ret = madvx_target_check(target, c->o.advice);
+		if (ret)
+			goto out;
+	}
+	if (!(c->o.flags & MADVX_RECLAIM_NO_ROLLUP)) {
+		ret = madvx_target_rollup(target, &rep->rss_before, &rep->pss_before,
+					  &rep->swap_before);
+		if (ret)
+			goto out;
+	}
+	t_plan = now_ns();
+	ret = plan(c);
+	rep->plan_ns = now_ns() - t_plan;
+	if (ret)
+		goto out;
+	if (c->o.flags & MADVX_RECLAIM_DRYRUN)
+		rep->stop = MADVX_RECLAIM_DRY_RUN;
+	else
+		ret = run(c);
+	if (!(c->o.flags & MADVX_RECLAIM_NO_ROLLUP) && ret != -ESRCH)
+		madvx_target_rollup(target, &rep->rss_after, &rep->pss_after,
+				    &rep->swap_after);
+out:
+	if (ret)
+		stop_for(rep, ret);
+	rep->elapsed_ns = now_ns() - t0;
+	if (report) {
+		size_t sz = report->size < sizeof(local) ? report->size : sizeof(local);
+
+		memcpy(report, rep, sz);
+		report->size = sz;
+	}
+	free(c->r);
+	free(c->changed);
+	free(c);
+	return ret;
+}

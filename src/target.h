@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Remote targets: another process named by a pidfd, with its VMAs.
+ *
+ * Internal contract for the batch planner and madvx_reclaim():
+ * madvx_target_vma_find() gives the VMA containing @addr or the first above
+ * it, like madvx_vma_find() does for this process, from PROCMAP_QUERY on the
+ * target's /proc/PID/maps fd (one ioctl, per-VMA locks on 6.17+) or from a
+ * /proc/PID/maps snapshot. Staleness costs what it costs for self (vma.h):
+ * the kernel still walks multi-VMA ranges; and every remote call goes
+ * through the target's pidfd, so it can never reach another process.
+ */
+#ifndef MADVX_TARGET_H
+#define MADVX_TARGET_H
+
+#include "internal.h"
+
+struct madvx_target_range {
+	uint64_t start, end;
+};
+
+struct madvx_target {
+	int pidfd;		/* ours (a dup when opened from a caller's pidfd) */
+	int proc_fd;		/* /proc/PID directory, bound to the process */
+	int maps_fd;		/* /proc/PID/maps: names the mm it was opened on */
+	pid_t pid;
+	bool procmap;		/* PROCMAP_QUERY answers on maps_fd */
+	uint64_t startstack;	/* /proc/PID/stat, for MADVX_VMA_STACK */
+	uint64_t start_brk;	/* ... for MADVX_VMA_HEAP */
+	/* mlock()ed ranges (only when /proc/PID/status says VmLck > 0) */
+	struct madvx_target_range *locked;
+	size_t nlocked, locked_cap;
+	/* /proc/PID/maps snapshot: without PROCMAP_QUERY */
+	struct madvx_target_vma *snap;
+	size_t nsnap, snap_cap, snap_hint;
+	bool snap_valid;
+	char name[4096];	/* PROCMAP_QUERY's name buffer */
+};
+
+/*
+ * The VMA containing @addr or the first above it (unfiltered, flags filled).
+ * 0, -ENOENT (nothing at or above), -ESRCH (mm gone: exit or execve).
+ */
+MADVX_HIDDEN int madvx_target_query(struct madvx_target *t, uint64_t addr,
+				    struct madvx_target_vma *v);
+
+/*
+ * For the batch planner: bounds of the VMA containing @addr, or of the first
+ * one above it (then *start > addr). 0, -ENOENT, -ESRCH, -errno.
+ */
+MADVX_HIDDEN int madvx_target_vma_find(struct madvx_target *t, uint64_t addr,
+				       uint64_t *start, uint64_t *end);
+
+/*
+ * Re-read what a walk needs fresh: mlock ranges, stack and heap addresses,
+ * and (without PROCMAP_QUERY) the maps snapshot. 0 or -errno (-ESRCH).
+ */
+MADVX_HIDDEN int madvx_target_refresh(struct madvx_target *t);
+
+/* Drop the maps snapshot so the next lookup re-reads it (no-op with PROCMAP_QUERY). */
+static inline void madvx_target_invalidate(struct madvx_target *t)
+{
+	t->snap_valid = false;
+}
+
+/* 0 if the pidfd's process still exists (a zombie counts), -ESRCH if not. */
+MADVX_HIDDEN int madvx_target_alive(struct madvx_target *t);
+
+/* Filter: any of @include (0 = any), none of @exclude. */
+static inline bool madvx_target_vma_match(const struct madvx_target_vma *v,
+					  uint64_t include, uint64_t exclude)
+{
+	return (!include || (v->flags & include)) && !(v->flags & exclude);
+}
+
+/* Rss, Pss, Swap of /proc/PID/smaps_rollup in bytes. 0 or -errno. */
+MADVX_HIDDEN int madvx_target_rollup(struct madvx_target *t, uint64_t *rss,
+				     uint64_t *pss, uint64_t *swap);
+
+#endif /* MADVX_TARGET_H */
