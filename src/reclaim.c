@@ -61,6 +61,7 @@ struct reclaim {
 	uint64_t cur;		/* next address in it */
 	double rate;		/* bytes per ns, 0 = not measured yet */
 	uint64_t last_bytes;	/* bytes of the previous call */
+	bool unmeasured;	/* it was too short to measure a rate */
 	struct iovec iov[MAX_IOV];
 	size_t iov_range[MAX_IOV];	/* the range each entry came from */
 };
@@ -169,7 +170,11 @@ static void mark_changed(struct reclaim *c, size_t i)
 	}
 }
 
-/* Bytes the next call should cover: the measured rate times the bound. */
+/*
+ * Bytes the next call should cover: the measured rate times 75% of the
+ * bound, growing at most fourfold per call (and fourfold outright while the
+ * calls are too short to measure).
+ */
 static uint64_t call_bytes(struct reclaim *c)
 {
 	uint64_t pg = madvx_page_size(), want;
@@ -177,7 +182,7 @@ static uint64_t call_bytes(struct reclaim *c)
 
 	if (!c->last_bytes)
 		want = FIRST_CALL_BYTES;
-	else if (c->rate > 0)
+	else if (c->rate > 0 && !c->unmeasured)
 		want = (uint64_t)(c->rate * bound * 0.75);
 	else
 		want = c->last_bytes * 4;
@@ -313,14 +318,20 @@ static void update_rate(struct reclaim *c, uint64_t bytes, uint64_t ns)
 {
 	double r, bound = (double)c->o.max_lock_us * 1000.0;
 
-	c->last_bytes = bytes;
-	if (ns < MIN_MEASURE_NS)
+	c->last_bytes = bytes ? bytes : c->last_bytes;
+	c->unmeasured = ns < MIN_MEASURE_NS && (double)ns < bound / 2;
+	if (c->unmeasured || !bytes)
 		return;
 	r = (double)bytes / (double)ns;
 	if (!c->rate)
 		c->rate = r;
 	else if ((double)ns > bound)
-		c->rate = r < c->rate ? r : c->rate;	/* overran: cut at once */
+		/*
+		 * Overran: slow down at once, but at most by half per call -
+		 * one call preempted while it held the lock says little about
+		 * the next (and is not cured by shorter calls).
+		 */
+		c->rate = r > c->rate / 2 ? (r < c->rate ? r : c->rate) : c->rate / 2;
 	else
 		c->rate = 0.5 * c->rate + 0.5 * r;
 }
