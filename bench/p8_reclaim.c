@@ -33,7 +33,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/swap.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -44,6 +43,7 @@
 
 #include "bench.h"
 #include "locktrace.h"
+#include "tempswap.h"
 
 #ifndef MADV_COLD
 #define MADV_COLD 20
@@ -336,72 +336,6 @@ static void reclaim(void *arg)
 
 		nanosleep(&ts, NULL);
 	}
-}
-
-/* ---- temporary swap ---- */
-
-struct tmpswap {
-	char path[64];
-	bool on;
-};
-
-static uint64_t meminfo_kb(const char *key)
-{
-	char line[256];
-	unsigned long long kb = 0;
-	size_t n = strlen(key);
-	FILE *f = fopen("/proc/meminfo", "r");
-
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, n) && sscanf(line + n, "%llu", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kb;
-}
-
-/* A swap file of @bytes in /var/tmp: header written by hand (no mkswap needed). */
-static int tmpswap_on(struct tmpswap *s, uint64_t bytes, char *why, size_t len)
-{
-	static char page[4096];
-	uint32_t *w = (uint32_t *)(page + 1024);
-	int fd;
-
-	snprintf(s->path, sizeof(s->path), "/var/tmp/madvx-p8-swap-%d", (int)getpid());
-	fd = open(s->path, O_CREAT | O_EXCL | O_WRONLY, 0600);
-	if (fd < 0) {
-		snprintf(why, len, "cannot create %s: %s", s->path, strerror(errno));
-		return -1;
-	}
-	memset(page, 0, sizeof(page));
-	w[0] = 1;				/* version */
-	w[1] = (uint32_t)(bytes / 4096 - 1);	/* last_page */
-	memcpy(page + 4096 - 10, "SWAPSPACE2", 10);
-	if (posix_fallocate(fd, 0, (off_t)bytes) || pwrite(fd, page, 4096, 0) != 4096 ||
-	    fsync(fd)) {
-		snprintf(why, len, "cannot allocate %llu MiB in /var/tmp",
-			 (unsigned long long)(bytes / MIB));
-		close(fd);
-		unlink(s->path);
-		return -1;
-	}
-	close(fd);
-	if (swapon(s->path, 0)) {
-		snprintf(why, len, "swapon(%s): %s", s->path, strerror(errno));
-		unlink(s->path);
-		return -1;
-	}
-	s->on = true;
-	return 0;
-}
-
-static void tmpswap_off(struct tmpswap *s)
-{
-	if (!s->on)
-		return;
-	swapoff(s->path);
-	unlink(s->path);
-	s->on = false;
 }
 
 /* ---- one advice: all variants ---- */
@@ -776,7 +710,7 @@ int bench_p8(const struct bench_opts *o)
 {
 	struct layout l = { .small = 2048, .big = 32, .small_len = 128 * KIB, .big_len = 8 * MIB };
 	unsigned int reps = bench_reps(o, 3, 1);
-	struct tmpswap sw = { 0 };
+	struct tempswap sw = { 0 };
 	struct locktrace lt;
 	bool lt_ok;
 	char why[256];
@@ -791,19 +725,19 @@ int bench_p8(const struct bench_opts *o)
 	if (ret == 0) {
 		uint64_t need = l.small * l.small_len + l.big * l.big_len + 64 * MIB;
 
-		if (meminfo_kb("SwapFree:") * 1024 < need && geteuid() == 0 && !o->quick &&
-		    tmpswap_on(&sw, need + 256 * MIB, why, sizeof(why)))
+		if (tempswap_free() < need && geteuid() == 0 && !o->quick &&
+		    tempswap_on(&sw, need + 256 * MIB, why, sizeof(why)))
 			bench_note(o, "p8 pageout: no swap and no temporary swap file (%s): skipped", why);
 		else if (sw.on)
 			bench_note(o, "p8 pageout: temporary swap file %s (%llu MiB), removed at the end",
 				   sw.path, (unsigned long long)((need + 256 * MIB) / MIB));
-		if (meminfo_kb("SwapFree:") * 1024 >= need)
+		if (tempswap_free() >= need)
 			ret = run_advice(o, &lt, lt_ok, &l, MADV_PAGEOUT, reps);
 		else if (!sw.on && geteuid() != 0)
 			bench_note(o, "p8 pageout: no swap, and only root can add a temporary one: skipped");
 		else if (o->quick)
 			bench_note(o, "p8 pageout: no swap; --quick does not make one: skipped");
-		tmpswap_off(&sw);
+		tempswap_off(&sw);
 	}
 	locktrace_close(&lt);
 	if (ret == 0)

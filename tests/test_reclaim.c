@@ -21,6 +21,7 @@
 
 #include "harness.h"
 #include "madvx.h"
+#include "tempswap.h"
 
 #define ANON_MIB 32
 #define FILE_MIB 16
@@ -219,18 +220,11 @@ static long smaps_sum(pid_t pid, uint64_t start, uint64_t end, const char *key)
 	return sum;
 }
 
+static char swap_why[256] = "no swap";
+
 static bool have_swap(void)
 {
-	char line[256];
-	long kb = 0;
-	FILE *f = fopen("/proc/meminfo", "r");
-
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "SwapFree: %ld", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kb > 64 * 1024;
+	return tempswap_free() > 64 * MIB;
 }
 
 static struct madvx_target *open_kid(struct kid *k)
@@ -469,8 +463,8 @@ START_TEST(pageout_anon_swap)
 	long before, after;
 
 	if (!have_swap()) {
-		printf("pageout_anon_swap: no swap (SwapFree < 64 MiB): anonymous PAGEOUT "
-		       "cannot move pages, not tested\n");
+		printf("pageout_anon_swap: no swap (SwapFree < 64 MiB) and no temporary "
+		       "swap file (%s): anonymous PAGEOUT not tested\n", swap_why);
 		return;
 	}
 	kid_start(&k);
@@ -933,6 +927,7 @@ int main(void)
 {
 	Suite *s = suite_create("reclaim");
 	TCase *tc = tcase_create("reclaim");
+	struct tempswap swap = { 0 };
 	int ret;
 
 	if (geteuid() != 0)
@@ -947,6 +942,8 @@ int main(void)
 		close(fd);
 	}
 	make_file();
+	if (!have_swap() && tempswap_on(&swap, 256 * MIB, swap_why, sizeof(swap_why)) == 0)
+		printf("pageout_anon_swap: temporary swap file %s (256 MiB)\n", swap.path);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, target_vmas_filtered);
 	tcase_add_test(tc, target_vmas_maps_text);
@@ -966,6 +963,7 @@ int main(void)
 	tcase_add_test(tc, tool_eperm_names_the_capability);
 	suite_add_tcase(s, tc);
 	ret = test_run_suite(s);
+	tempswap_off(&swap);
 	unlink(file_path);
 	return ret;
 }
