@@ -327,11 +327,12 @@ static void update_rate(struct reclaim *c, uint64_t bytes, uint64_t ns)
 		c->rate = r;
 	else if ((double)ns > bound)
 		/*
-		 * Overran: slow down at once, but at most by half per call -
-		 * one call preempted while it held the lock says little about
-		 * the next (and is not cured by shorter calls).
+		 * Overran: take the slower rate at once, but cut by at most 8x
+		 * per call - a call preempted while it held the lock says
+		 * little about the next, and PAGEOUT's swap writeback stalls
+		 * come and go. Calls then grow back through the average below.
 		 */
-		c->rate = r > c->rate / 2 ? (r < c->rate ? r : c->rate) : c->rate / 2;
+		c->rate = r < c->rate ? (r > c->rate / 8 ? r : c->rate / 8) : c->rate;
 	else
 		c->rate = 0.5 * c->rate + 0.5 * r;
 }
