@@ -16,6 +16,11 @@
 #define RECLAIM_ALWAYS_EXCLUDE (MADVX_VMA_LOCKED | MADVX_VMA_HUGETLB | MADVX_VMA_SPECIAL)
 #define DEFAULT_MAX_LOCK_US 2000
 #define FIRST_CALL_BYTES (256 * 1024)
+/*
+ * The kernel's MAX_RW_COUNT: import_iovec() silently truncates a vector to
+ * this many bytes, so a longer call would look like a short return.
+ */
+#define MAX_CALL_BYTES 0x7ffff000ULL
 #define MAX_IOV 1024		/* UIO_MAXIOV */
 /* Calls shorter than this are too noisy to measure a rate from. */
 #define MIN_MEASURE_NS 20000
@@ -188,6 +193,8 @@ static uint64_t call_bytes(struct reclaim *c)
 		want = c->last_bytes * 4;
 	if (c->last_bytes && want > c->last_bytes * 4)
 		want = c->last_bytes * 4;	/* grow carefully */
+	if (want > MAX_CALL_BYTES)
+		want = MAX_CALL_BYTES;
 	if (c->o.budget) {
 		uint64_t left = c->o.budget > c->rep->bytes ? c->o.budget - c->rep->bytes : 0;
 

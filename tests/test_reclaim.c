@@ -227,6 +227,27 @@ static bool have_swap(void)
 	return tempswap_free() > 64 * MIB;
 }
 
+/*
+ * @pages of our own memory, filled, in a VMA of its own: the pages around it
+ * are unmapped, so it cannot merge with a neighbour (ASan maps many) and
+ * smaps shows exactly it.
+ */
+static uint8_t *map_isolated(size_t pages)
+{
+	size_t pg = test_page();
+	uint8_t *p = mmap(NULL, (pages + 2) * pg, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	ck_assert_ptr_ne(p, MAP_FAILED);
+	munmap(p, pg);
+	munmap(p + (pages + 1) * pg, pg);
+	p += pg;
+	madvise(p, pages * pg, MADV_NOHUGEPAGE);
+	for (size_t i = 0; i < pages; i++)
+		memset(p + i * pg, 9 + (int)i, pg);
+	return p;
+}
+
 static struct madvx_target *open_kid(struct kid *k)
 {
 	struct madvx_target *t = NULL;
@@ -349,7 +370,7 @@ static void cold_range(uint64_t include, bool file)
 	struct madvx_reclaim_report r = { .size = sizeof(r) };
 	struct madvx_target *t;
 	struct kid k, third;
-	uint8_t *mine = test_map_filled(1024, 9);
+	uint8_t *mine = map_isolated(1024);
 	uint64_t a0, a1;
 	long ref_anon, ref_file, rss_anon, rss_file, ref_third, ref_mine;
 	pid_t self = getpid();
@@ -421,6 +442,52 @@ static void cold_anon_no_procmap(void)
 START_TEST(cold_anon_maps_text)
 {
 	test_in_child("procmap_query", cold_anon_no_procmap);
+}
+END_TEST
+
+/*
+ * A 6 GiB reservation (MAP_NORESERVE, nothing touched): the kernel truncates
+ * a vector to MAX_RW_COUNT (~2 GiB) without an error, so calls must stay
+ * below it or a "short return" would be taken for a refused entry.
+ */
+START_TEST(range_over_2gib)
+{
+	struct madvx_reclaim_opts o = { .size = sizeof(o), .advice = MADV_COLD,
+					.flags = MADVX_RECLAIM_NO_ROLLUP };
+	struct madvx_reclaim_report r = { .size = sizeof(r) };
+	struct madvx_target *t;
+	uint64_t where = 0, len = 6ULL << 30;
+	pid_t pid;
+	int p[2];
+
+	ck_assert_int_eq(pipe(p), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		void *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		uint64_t a = (uintptr_t)m;
+
+		if (m == MAP_FAILED || write(p[1], &a, sizeof(a)) != sizeof(a))
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	ck_assert_int_eq(read(p[0], &where, sizeof(where)), (ssize_t)sizeof(where));
+	ck_assert_int_eq(madvx_target_open(pid, 0, &t), 0);
+	o.start = where;
+	o.end = where + len;
+	ck_assert_int_eq(madvx_reclaim(t, &o, &r), 0);
+	ck_assert_int_eq(r.stop, MADVX_RECLAIM_COMPLETE);
+	ck_assert_uint_eq(r.planned_bytes, len);
+	ck_assert_uint_eq(r.bytes, len);
+	ck_assert_uint_eq(r.failed_entries, 0);
+	ck_assert_uint_ge(r.calls, 3);
+	madvx_target_free(t);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	close(p[0]);
+	close(p[1]);
 }
 END_TEST
 
@@ -555,7 +622,7 @@ START_TEST(child_exits_mid_reclaim)
 	struct madvx_reclaim_report r = { .size = sizeof(r) };
 	struct madvx_target *t;
 	struct kid k, third;
-	uint8_t *mine = test_map_filled(256, 3);
+	uint8_t *mine = map_isolated(256);
 
 	kid_start(&k);
 	kid_start(&third);
@@ -741,7 +808,7 @@ END_TEST
 START_TEST(remote_advice_rules)
 {
 	struct madvx_reclaim_opts o = { .size = sizeof(o), .advice = MADV_DONTNEED };
-	struct madvx_target *t;
+	struct madvx_target *t, *bad = NULL;
 	struct kid k;
 
 	kid_start(&k);
@@ -751,10 +818,12 @@ START_TEST(remote_advice_rules)
 	ck_assert_int_eq(madvx_target_check(t, MADV_COLD), 0);
 	ck_assert_int_eq(madvx_target_check(t, MADV_PAGEOUT), 0);
 	ck_assert_int_eq(madvx_reclaim(t, &o, NULL), -EINVAL);	/* reclaim: COLD/PAGEOUT only */
-	ck_assert_int_eq(madvx_target_open(-1, 0, &t), -EINVAL);
-	ck_assert_int_eq(madvx_target_open_pidfd(0, 0, &t), -EBADF);	/* stdin: not a pidfd */
+	ck_assert_int_eq(madvx_target_open(-1, 0, &bad), -EINVAL);
+	ck_assert_int_eq(madvx_target_open_pidfd(0, 0, &bad), -EBADF);	/* stdin: not a pidfd */
+	ck_assert_ptr_null(bad);
 	ck_assert_int_eq(madvx_reclaim(NULL, NULL, NULL), -EINVAL);
 	madvx_target_free(NULL);
+	madvx_target_free(t);
 	ck_assert_int_eq(kid_stop(&k), 0);
 }
 END_TEST
@@ -951,6 +1020,7 @@ int main(void)
 	tcase_add_test(tc, cold_anon);
 	tcase_add_test(tc, cold_file);
 	tcase_add_test(tc, cold_anon_maps_text);
+	tcase_add_test(tc, range_over_2gib);
 	tcase_add_test(tc, pageout_file);
 	tcase_add_test(tc, pageout_anon_swap);
 	tcase_add_test(tc, child_remaps_mid_reclaim);
