@@ -1018,7 +1018,8 @@ struct madvx_target;
  * @flags must be 0. Returns 0 and *out, or -EINVAL (pid <= 0, flags, NULL
  * out), -ESRCH (no such process, or it exited while being opened), -EACCES
  * (no ptrace read access: /proc/PID/maps refused), -ENOSYS (no
- * pidfd_open(2): Linux < 5.3), -ENOMEM, -EMFILE.
+ * pidfd_open(2): Linux < 5.3, or MADVX_DISABLE=pidfd_open: without a pidfd
+ * a pid could be reused under us), -ENOMEM, -EMFILE.
  */
 MADVX_API int madvx_target_open(int pid, unsigned int flags, struct madvx_target **out);
 

@@ -509,6 +509,9 @@ MADVX_API int madvx_target_open(int pid, unsigned int flags, struct madvx_target
 	if (pid <= 0 || flags || !out)
 		return -EINVAL;
 	madvx_probe();
+	/* Without a pidfd a pid could be reused under us: no target at all. */
+	if (madvx_feature_disabled(MADVX_FEAT_PIDFD_OPEN) == 1)
+		return -ENOSYS;
 	t = target_alloc();
 	if (!t)
 		return -ENOMEM;

@@ -807,6 +807,45 @@ START_TEST(non_root_errors)
 }
 END_TEST
 
+static pid_t disabled_kid;
+
+static void without_process_madvise(void)
+{
+	struct madvx_reclaim_report r = { .size = sizeof(r) };
+	struct madvx_target *t;
+
+	if (madvx_target_open(disabled_kid, 0, &t))
+		_exit(40);
+	if (madvx_target_check(t, MADV_COLD) != -ENOSYS)
+		_exit(41);
+	if (madvx_reclaim(t, NULL, &r) != -ENOSYS || r.stop != MADVX_RECLAIM_ERROR || r.bytes)
+		_exit(42);
+	madvx_target_free(t);
+}
+
+static void without_pidfd_open(void)
+{
+	struct madvx_target *t = NULL;
+
+	if (madvx_target_open(disabled_kid, 0, &t) != -ENOSYS || t)
+		_exit(43);
+}
+
+START_TEST(disabled_features)
+{
+	struct kid k;
+
+	kid_start(&k);
+	disabled_kid = k.pid;
+	test_in_child("process_madvise", without_process_madvise);
+	test_in_child("pidfd_open", without_pidfd_open);
+	/* nothing was advised */
+	ck_assert_int_ge(smaps_sum(k.pid, k.sh->anon, k.sh->anon + k.sh->anon_len,
+				   "Referenced:"), ANON_MIB * 1024 - 64);
+	ck_assert_int_eq(kid_stop(&k), 0);
+}
+END_TEST
+
 START_TEST(remote_advice_rules)
 {
 	struct madvx_reclaim_opts o = { .size = sizeof(o), .advice = MADV_DONTNEED };
@@ -1063,6 +1102,7 @@ int main(void)
 	tcase_add_test(tc, no_cap_sys_nice_is_eperm);
 	tcase_add_test(tc, non_root_errors);
 	tcase_add_test(tc, remote_advice_rules);
+	tcase_add_test(tc, disabled_features);
 	tcase_add_test(tc, tool_dry_run_json_and_exit_codes);
 	tcase_add_test(tc, tool_eperm_names_the_capability);
 	suite_add_tcase(s, tc);
