@@ -254,6 +254,21 @@ static int build_call(struct reclaim *c, uint64_t bytes)
 	return n;
 }
 
+/* One call of @entries entries that took @ns (the target's mmap_lock about as long). */
+static void count_call(struct reclaim *c, int entries, uint64_t ns)
+{
+	struct madvx_reclaim_report *rep = c->rep;
+
+	rep->calls++;
+	rep->entries += (uint64_t)entries;
+	rep->last_entries = (uint32_t)entries;
+	rep->call_ns += ns;
+	if (ns > rep->max_call_ns)
+		rep->max_call_ns = ns;
+	if (ns > (uint64_t)c->o.max_lock_us * 1000)
+		rep->calls_over_bound++;
+}
+
 /* Errors that concern the target or the caller, not one entry. */
 static bool fatal(long err)
 {
@@ -283,14 +298,7 @@ static long issue(struct reclaim *c, int n)
 		ret = madvx_sys_process_madvise(c->t->pidfd, c->iov + k, (size_t)(n - k),
 						c->o.advice);
 		dt = now_ns() - t0;
-		rep->calls++;
-		rep->entries += (uint64_t)(n - k);
-		rep->last_entries = (uint32_t)(n - k);
-		rep->call_ns += dt;
-		if (dt > rep->max_call_ns)
-			rep->max_call_ns = dt;
-		if (dt > (uint64_t)c->o.max_lock_us * 1000)
-			rep->calls_over_bound++;
+		count_call(c, n - k, dt);
 		if (ret == -EINTR)
 			continue;
 		if (ret < 0 && fatal(ret))
@@ -304,9 +312,9 @@ static long issue(struct reclaim *c, int n)
 			done -= c->iov[j].iov_len;
 		if (j == n)
 			return 0;
+		t0 = now_ns();
 		ret = madvx_sys_process_madvise(c->t->pidfd, c->iov + j, 1, c->o.advice);
-		rep->calls++;
-		rep->entries++;
+		count_call(c, 1, now_ns() - t0);
 		if (ret == (long)c->iov[j].iov_len) {
 			rep->bytes += (uint64_t)ret;	/* transient: done on its own */
 		} else if (ret < 0 && fatal(ret)) {
