@@ -621,6 +621,23 @@ MADVX_API int madvx_target_check(struct madvx_target *t, int advice)
 	return ret > 0 ? 0 : (int)ret;
 }
 
+int madvx_target_advice_ok(struct madvx_target *t, int advice)
+{
+	int idx = madvx_advice_index(advice), ret;
+
+	if (idx < 0)
+		return 0;
+	if (t->advice_known & (1ULL << idx))
+		return !!(t->advice_ok & (1ULL << idx));
+	ret = madvx_target_check(t, advice);
+	if (ret && ret != -EINVAL)
+		return ret;
+	t->advice_known |= 1ULL << idx;
+	if (!ret)
+		t->advice_ok |= 1ULL << idx;
+	return !ret;
+}
+
 MADVX_API int madvx_target_vma_next(struct madvx_target *t, uint64_t addr,
 				    uint64_t include, uint64_t exclude,
 				    struct madvx_target_vma *vma)

@@ -34,6 +34,8 @@ struct madvx_target {
 	struct madvx_target_vma *snap;
 	size_t nsnap, snap_cap, snap_hint;
 	bool snap_valid;
+	uint64_t advice_known;	/* bit per madvx_advice_index(): answer cached */
+	uint64_t advice_ok;	/* ... and the kernel accepts it remotely */
 	char name[4096];	/* PROCMAP_QUERY's name buffer */
 };
 
@@ -65,6 +67,15 @@ static inline void madvx_target_invalidate(struct madvx_target *t)
 
 /* 0 if the pidfd's process still exists (a zombie counts), -ESRCH if not. */
 MADVX_HIDDEN int madvx_target_alive(struct madvx_target *t);
+
+/*
+ * For madvx_batch_add() on a target batch: does the kernel accept @advice
+ * for this target? 1 yes, 0 no (the kernel said EINVAL: not remotely, on
+ * this kernel), or another -errno that is not about the advice (-EPERM,
+ * -EACCES, -ESRCH, -ENOSYS: let the flush report those). Yes/no answers are
+ * cached per advice, so only the first add of an advice makes a syscall.
+ */
+MADVX_HIDDEN int madvx_target_advice_ok(struct madvx_target *t, int advice);
 
 /* Filter: any of @include (0 = any), none of @exclude. */
 static inline bool madvx_target_vma_match(const struct madvx_target_vma *v,
