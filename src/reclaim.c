@@ -355,10 +355,12 @@ static void update_rate(struct reclaim *c, uint64_t bytes, uint64_t ns)
 static void pause_us(uint32_t us)
 {
 	struct timespec ts = { us / 1000000, (long)(us % 1000000) * 1000 };
+	int e = errno;
 
-	while (nanosleep(&ts, &ts) && ts.tv_nsec >= 0) {
-		/* EINTR: sleep the rest (nanosleep updates ts) */
-	}
+	/* EINTR: sleep the rest (nanosleep leaves it in ts) */
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+	errno = e;
 }
 
 static int run(struct reclaim *c)
@@ -405,9 +407,8 @@ static void stop_for(struct madvx_reclaim_report *rep, int err)
 	rep->stop = err == -ESRCH ? MADVX_RECLAIM_EXITED : MADVX_RECLAIM_ERROR;
 }
 
-MADVX_API int madvx_reclaim(struct madvx_target *target,
-			    const struct madvx_reclaim_opts *opts,
-			    struct madvx_reclaim_report *report)
+static int reclaim(struct madvx_target *target, const struct madvx_reclaim_opts *opts,
+		   struct madvx_reclaim_report *report)
 {
 	struct madvx_reclaim_report local = { .size = sizeof(local) };
 	struct madvx_reclaim_report *rep = &local;
@@ -463,5 +464,15 @@ out:
 	free(c->r);
 	free(c->changed);
 	free(c);
+	return ret;
+}
+
+MADVX_API int madvx_reclaim(struct madvx_target *target,
+			    const struct madvx_reclaim_opts *opts,
+			    struct madvx_reclaim_report *report)
+{
+	int e = errno, ret = reclaim(target, opts, report);
+
+	errno = e;	/* malloc() and friends may have set it */
 	return ret;
 }

@@ -502,7 +502,7 @@ static int finish_open(struct madvx_target *t, struct madvx_target **out)
 	return 0;
 }
 
-MADVX_API int madvx_target_open(int pid, unsigned int flags, struct madvx_target **out)
+static int target_open(int pid, unsigned int flags, struct madvx_target **out)
 {
 	struct madvx_target *t;
 
@@ -555,8 +555,7 @@ static int pidfd_pid(int pidfd, pid_t *pid)
 	return 0;
 }
 
-MADVX_API int madvx_target_open_pidfd(int pidfd, unsigned int flags,
-				      struct madvx_target **out)
+static int target_open_pidfd(int pidfd, unsigned int flags, struct madvx_target **out)
 {
 	struct madvx_target *t;
 	int ret;
@@ -585,6 +584,8 @@ MADVX_API int madvx_target_open_pidfd(int pidfd, unsigned int flags,
 
 MADVX_API void madvx_target_free(struct madvx_target *t)
 {
+	int e = errno;
+
 	if (!t)
 		return;
 	if (t->maps_fd >= 0)
@@ -596,6 +597,7 @@ MADVX_API void madvx_target_free(struct madvx_target *t)
 	free(t->locked);
 	free(t->snap);
 	free(t);
+	errno = e;
 }
 
 MADVX_API int madvx_target_pid(const struct madvx_target *t)
@@ -638,9 +640,8 @@ int madvx_target_advice_ok(struct madvx_target *t, int advice)
 	return !ret;
 }
 
-MADVX_API int madvx_target_vma_next(struct madvx_target *t, uint64_t addr,
-				    uint64_t include, uint64_t exclude,
-				    struct madvx_target_vma *vma)
+static int vma_next(struct madvx_target *t, uint64_t addr, uint64_t include,
+		    uint64_t exclude, struct madvx_target_vma *vma)
 {
 	int ret;
 
@@ -656,4 +657,32 @@ MADVX_API int madvx_target_vma_next(struct madvx_target *t, uint64_t addr,
 			return 0;
 		addr = vma->end;
 	}
+}
+
+/* The public entry points keep errno as the caller had it (malloc may set it). */
+MADVX_API int madvx_target_open(int pid, unsigned int flags, struct madvx_target **out)
+{
+	int e = errno, ret = target_open(pid, flags, out);
+
+	errno = e;
+	return ret;
+}
+
+MADVX_API int madvx_target_open_pidfd(int pidfd, unsigned int flags,
+				      struct madvx_target **out)
+{
+	int e = errno, ret = target_open_pidfd(pidfd, flags, out);
+
+	errno = e;
+	return ret;
+}
+
+MADVX_API int madvx_target_vma_next(struct madvx_target *t, uint64_t addr,
+				    uint64_t include, uint64_t exclude,
+				    struct madvx_target_vma *vma)
+{
+	int e = errno, ret = vma_next(t, addr, include, exclude, vma);
+
+	errno = e;
+	return ret;
 }

@@ -884,7 +884,17 @@ START_TEST(remote_advice_rules)
 	ck_assert_ptr_null(bad);
 	ck_assert_int_eq(madvx_reclaim(NULL, NULL, NULL), -EINVAL);
 	madvx_target_free(NULL);
+	/* errno is the caller's, whatever happened inside */
+	errno = 4242;
+	ck_assert_int_eq(madvx_target_open(999999999, 0, &bad), -ESRCH);
+	ck_assert_int_eq(madvx_reclaim(t, &o, NULL), -EINVAL);
+	o.advice = MADV_COLD;
+	o.flags = MADVX_RECLAIM_DRYRUN;
+	ck_assert_int_eq(madvx_reclaim(t, &o, NULL), 0);
+	ck_assert_int_eq(madvx_target_vma_next(t, ~0ULL << 12, 0, 0, &(struct madvx_target_vma){ 0 }),
+			 -ENOENT);
 	madvx_target_free(t);
+	ck_assert_int_eq(errno, 4242);
 	ck_assert_int_eq(kid_stop(&k), 0);
 }
 END_TEST
