@@ -9,6 +9,22 @@
  * /proc/PID/maps snapshot. Staleness costs what it costs for self (vma.h):
  * the kernel still walks multi-VMA ranges; and every remote call goes
  * through the target's pidfd, so it can never reach another process.
+ *
+ * What a batch against a target (issue 15, first bullet) needs from here:
+ *  - issue with madvx_target_pidfd(t), never madvx_self_pidfd();
+ *  - at add time, madvx_target_advice_ok(t, advice): 0 -> -EINVAL (the
+ *    kernel refuses it remotely), cached per advice; its other -errno
+ *    (EPERM, EACCES, ESRCH, ENOSYS) belong to the flush's results;
+ *  - plan with madvx_target_vma_find() instead of madvx_vma_find() (no
+ *    regions, no uffd flags: another process's registrations are unknown);
+ *    for the kernel's own view after a refusal, madvx_target_invalidate()
+ *    first (a no-op with PROCMAP_QUERY, a maps re-read without it);
+ *  - no madvise() fallback and no "madvise() alone" oracle: madvise()
+ *    cannot name another mm. The per-hint answer for a refused entry is a
+ *    one-entry process_madvise() through the same pidfd (reclaim.c issue());
+ *  - remote calls never take per-VMA locks (mm != current->mm), so every
+ *    entry is a "fallback" entry; the cost to bound is how long one call
+ *    holds the target's mmap_read_lock (reclaim.c call_bytes()/update_rate()).
  */
 #ifndef MADVX_TARGET_H
 #define MADVX_TARGET_H
