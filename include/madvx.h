@@ -267,6 +267,7 @@ MADVX_API int madvx_kernel_info(struct madvx_kernel_info *info);
  * fds, which it would then share with the parent).
  */
 struct madvx_batch;
+struct madvx_target;
 
 /* When the batch is full, madvx_batch_add() flushes it instead of -ENOSPC. */
 #define MADVX_BATCH_AUTOFLUSH (1U << 0)
@@ -310,6 +311,15 @@ struct madvx_batch_opts {
 	void *on_error_ctx;
 	madvx_result_fn on_result;	/* optional: every hint */
 	void *on_result_ctx;
+	/*
+	 * Another process to advise (madvx_target_open()), or NULL for this
+	 * one. A target's batch takes only the advices the kernel accepts
+	 * remotely (madvx_batch_add() says -EINVAL to the others), plans at
+	 * the target's VMA boundaries, and issues process_madvise() through
+	 * the target's pidfd only; results are as exact as for this process.
+	 * The target must outlive the batch.
+	 */
+	struct madvx_target *target;
 };
 
 /*
@@ -334,8 +344,10 @@ MADVX_API void madvx_batch_free(struct madvx_batch *batch);
  * madvx_batch_add - queue a hint.
  * Returns the hint's index in the current flush (>= 0; see
  * madvx_batch_results(); its seq is madvx_batch_seq() before the add), or:
- * -EINVAL for a NULL batch, and exactly where madvise() fails its argument
- * checks: an unknown advice, an unaligned @addr, or a range whose end wraps
+ * -EINVAL for a NULL batch, for an advice the kernel refuses for another
+ * process when the batch has a target (all but MADV_COLD, MADV_PAGEOUT,
+ * MADV_WILLNEED, MADV_COLLAPSE), and exactly where madvise() fails its
+ * argument checks: an unknown advice, an unaligned @addr, or a range whose end wraps
  * past 2^64; -ENOSPC when full without MADVX_BATCH_AUTOFLUSH. Any other
  * address is accepted, also one above the user address space: its result is
  * madvise()'s (-ENOMEM) and no other hint is affected. A zero-length hint is
@@ -945,7 +957,9 @@ MADVX_API const char *madvx_async_backend_name(enum madvx_async_backend backend)
  * madvx_async_submit - take @batch and apply its queued hints asynchronously.
  * Returns 0 and *ticket (never 0), or -EINVAL (NULL argument), -EBUSY (max_tickets
  * submissions not yet collected: wait for one), -EALREADY (@batch is
- * already in flight). An empty batch is accepted and completes at once.
+ * already in flight), -EOPNOTSUPP (a batch with a target on the io_uring
+ * backend: IORING_OP_MADVISE only advises the caller's own memory). An
+ * empty batch is accepted and completes at once.
  * With io_uring, submit plans the batch and queues its SQEs on the
  * caller's thread; when the ring or the record pool is full it reaps
  * completions (blocking) until there is room.

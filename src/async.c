@@ -351,6 +351,9 @@ MADVX_API int madvx_async_submit(struct madvx_async *a, struct madvx_batch *b,
 		return -EINVAL;
 	if (forked(a))
 		return -ECHILD;
+	/* IORING_OP_MADVISE advises the ring owner's memory, never a target's. */
+	if (b->target && a->backend == MADVX_ASYNC_IO_URING)
+		return -EOPNOTSUPP;
 	pthread_mutex_lock(&a->lock);
 	for (uint32_t i = 0; i < a->nslots; i++) {
 		if (a->slots[i].state == SLOT_FREE) {

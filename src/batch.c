@@ -93,6 +93,9 @@ MADVX_API int madvx_batch_create(const struct madvx_batch_opts *opts,
 	if (o.capacity > MADVX_BATCH_MAX_CAPACITY || o.__reserved0 ||
 	    (o.flags & ~(MADVX_BATCH_AUTOFLUSH | MADVX_BATCH_NO_VECTOR)))
 		return -EINVAL;
+	/* Another process is reached through process_madvise() alone. */
+	if (o.target && (o.flags & MADVX_BATCH_NO_VECTOR))
+		return -EINVAL;
 	need = madvx_batch_storage_size(o.capacity);
 	if (o.storage) {
 		if (o.storage_size < need)
@@ -120,6 +123,7 @@ MADVX_API int madvx_batch_create(const struct madvx_batch_opts *opts,
 	b->on_error_ctx = o.on_error_ctx;
 	b->on_result = o.on_result;
 	b->on_result_ctx = o.on_result_ctx;
+	b->target = o.target;
 	b->st.size = sizeof(b->st);
 	carve_storage(b, mem);
 	*out = b;
@@ -256,6 +260,9 @@ MADVX_API int madvx_batch_add(struct madvx_batch *b, void *addr, size_t len, int
 	ret = check_hint(start, len, advice, &adv_idx);
 	if (unlikely(ret))
 		return ret;
+	/* What the kernel refuses for another process (cached per advice). */
+	if (unlikely(b->target) && madvx_target_advice_ok(b->target, advice) == 0)
+		return -EINVAL;
 	if (unlikely(b->count == b->capacity)) {
 		if (!(b->flags & MADVX_BATCH_AUTOFLUSH))
 			return -ENOSPC;

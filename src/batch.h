@@ -14,6 +14,7 @@
 #define MADVX_BATCH_H
 
 #include "internal.h"
+#include "target.h"
 #include "vma.h"
 
 /*
@@ -87,6 +88,7 @@ struct madvx_batch {
 	void *on_error_ctx;
 	madvx_result_fn on_result;
 	void *on_result_ctx;
+	struct madvx_target *target;	/* NULL: this process */
 	int sticky_err;		/* first failure since the last explicit flush */
 	uint64_t seq_base;	/* hints added before hints[0] since creation */
 
@@ -140,6 +142,28 @@ static inline void madvx_sort_item(struct madvx_batch *b, uint32_t idx, uint64_t
 		.key = key, .idx = idx,
 		.pages = pages < UINT32_MAX ? (uint32_t)pages : UINT32_MAX,
 	};
+}
+
+/*
+ * The VMA of @b's process that contains @addr or comes first above it.
+ * @fresh: from the kernel alone (no region, no cache), to decide results.
+ * For a target, always its own /proc/PID/maps view.
+ */
+static inline int madvx_batch_vma(struct madvx_batch *b, uint64_t addr,
+				  struct madvx_vma *v, bool fresh)
+{
+	uint64_t start, end;
+	int ret;
+
+	if (likely(!b->target))
+		return fresh ? madvx_vma_find_kernel(addr, v) :
+			       madvx_vma_find(&b->vmas, addr, v);
+	if (fresh)
+		madvx_target_invalidate(b->target);
+	ret = madvx_target_vma_find(b->target, addr, &start, &end);
+	if (!ret)
+		*v = (struct madvx_vma){ .start = start, .end = end };
+	return ret;
 }
 
 /* ---- plan.c ---- */

@@ -37,12 +37,24 @@ static bool stops_at_holes(int advice)
 	return advice == MADV_POPULATE_READ || advice == MADV_POPULATE_WRITE;
 }
 
+/* madvise(2) of one range, or for a target its one-entry process_madvise(). */
+static long apply_range(struct madvx_batch *b, uint64_t start, uint64_t len, int advice)
+{
+	struct iovec iov = { (void *)(uintptr_t)start, len };
+	long ret;
+
+	if (likely(!b->target))
+		return madvx_sys_madvise(start, len, advice);
+	ret = madvx_sys_process_madvise(b->target->pidfd, &iov, 1, advice);
+	return ret < 0 ? ret : (uint64_t)ret == len ? 0 : -EIO;
+}
+
 static long madvise_retry(struct madvx_batch *b, uint64_t start, uint64_t len, int advice)
 {
 	long ret;
 
 	for (int tries = 0;; tries++) {
-		ret = madvx_sys_madvise(start, len, advice);
+		ret = apply_range(b, start, len, advice);
 		b->st.syscalls++;
 		if ((ret != -EINTR && ret != -EAGAIN) || tries == MAX_RETRIES)
 			break;
@@ -59,7 +71,7 @@ static uint64_t mapped_bytes(struct madvx_batch *b, uint64_t start, uint64_t end
 	uint64_t cur = start, n = 0;
 	struct madvx_vma v;
 
-	while (cur < end && madvx_vma_find_kernel(cur, &v) == 0 && v.start < end &&
+	while (cur < end && madvx_batch_vma(b, cur, &v, true) == 0 && v.start < end &&
 	       v.end > cur) {
 		b->vmas.queries++;
 		n += range_overlap(v.start, v.end, cur, end);
@@ -151,7 +163,7 @@ static bool walk_part(struct madvx_batch *b, int advice, uint32_t idx,
 
 	while (cur < hi && !stopped_at_or_below(h, cur)) {
 		struct madvx_vma v;
-		int ret = madvx_vma_find_kernel(cur, &v);
+		int ret = madvx_batch_vma(b, cur, &v, true);
 		uint64_t pend;
 		long r;
 
@@ -292,6 +304,9 @@ static bool use_vector(struct madvx_batch *b, int advice)
 {
 	int i = madvx_advice_index(advice);
 
+	/* Another process: process_madvise() is the only way there. */
+	if (b->target)
+		return true;
 	return !(b->flags & MADVX_BATCH_NO_VECTOR) &&
 	       madvx_has(MADVX_FEAT_PROCESS_MADVISE) &&
 	       madvx_advice_supported(advice) == 1 &&
@@ -323,6 +338,11 @@ static bool vector_entry_failed(struct madvx_batch *b, int advice,
 	bool applied;
 
 	b->st.madvise_fallbacks++;
+	if (b->target) {
+		/* Its answers are the target's (ESRCH: it exited), not the call's. */
+		madvx_entry_failed(b, advice, e, ret);
+		return false;
+	}
 	switch (ret) {
 	case -ENOSYS:
 	case -EBADF:
@@ -360,7 +380,7 @@ static uint32_t fill_vector(struct madvx_batch *b, struct madvx_entry *e, uint32
 static void issue_vector(struct madvx_batch *b, int advice,
 			 struct madvx_entry *e, uint32_t n)
 {
-	int pidfd = madvx_self_pidfd();
+	int pidfd = b->target ? b->target->pidfd : madvx_self_pidfd();
 	uint32_t i = 0, tries = 0;
 
 	if (pidfd < 0 && pidfd != PIDFD_SELF_THREAD) {

@@ -156,7 +156,7 @@ static int planner_vma(struct planner *pl, uint64_t addr, struct madvx_vma *v)
 		*v = pl->last;
 		return 0;
 	}
-	ret = madvx_vma_find(&pl->b->vmas, addr, v);
+	ret = madvx_batch_vma(pl->b, addr, v, false);
 	if (!ret && v->start <= addr)
 		pl->last = *v;
 	return ret;
@@ -270,7 +270,8 @@ static void plan_group(struct madvx_batch *b, int advice, uint32_t from, uint32_
 {
 	struct planner pl = {
 		.b = b, .advice = advice,
-		.fast_advice = madvx_advice_lock(advice) == MADVX_LOCK_PER_VMA,
+		/* A remote process_madvise() always takes the target's mmap_lock. */
+		.fast_advice = !b->target && madvx_advice_lock(advice) == MADVX_LOCK_PER_VMA,
 		.fast_uffd = madvx_has(MADVX_FEAT_PER_VMA_UFFD),
 	};
 	bool via = b->use_sorted;
