@@ -126,7 +126,7 @@ int main(int argc, char **argv)
 	if (!o.csv) {
 		struct madvx_kernel_info ki = { .size = sizeof(ki) };
 
-		madvx_kernel_info(&ki);
+		madvx_kernel_info_get(&ki);
 		printf("madvx-bench: libmadvx %s, Linux %s%s\n", madvx_version(), ki.release,
 		       o.quick ? " (--quick: smoke sizes, not representative)" : "");
 	}

@@ -147,7 +147,7 @@ int main(int argc, char **argv)
 		}
 	}
 	check_disable_env();
-	if (madvx_kernel_info(&ki)) {
+	if (madvx_kernel_info_get(&ki)) {
 		fprintf(stderr, "madvx-probe: madvx_kernel_info failed\n");
 		return 1;
 	}
