@@ -18,18 +18,18 @@ rm -rf "$build/meson-dist"
 # --no-tests: the tarball is tested below, the way a packager would.
 meson dist -C "$build" --formats xztar --no-tests >/dev/null
 tarball=$(ls "$build"/meson-dist/*.tar.xz)
-echo "dist: $(basename "$tarball") ($(du -k "$tarball" | cut -f1) KiB, $(tar tJf "$tarball" | grep -vc '/$') files)"
+work=$(mktemp -d /tmp/madvx-dist.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+tar tJf "$tarball" >"$work/list"
+echo "dist: $(basename "$tarball") ($(du -k "$tarball" | cut -f1) KiB, $(grep -vc '/$' "$work/list") files)"
 
-# Nothing that is not tracked, and every tracked file (meson dist uses git archive).
-if tar tJf "$tarball" | grep -E '/(build[^/]*|\.git)/' | head -1 | grep -q .; then
+# meson dist archives what git tracks: no build dirs, and the license files.
+if grep -qE '/(build[^/]*|\.git)/' "$work/list"; then
 	echo "FAIL: the tarball carries build or .git files"; exit 1
 fi
 for f in LICENSE NEWS kernel/patches/LICENSE docs/ABI.md; do
-	tar tJf "$tarball" | grep -q "/$f\$" || { echo "FAIL: $f not in the tarball"; exit 1; }
+	grep -q "/$f\$" "$work/list" || { echo "FAIL: $f not in the tarball"; exit 1; }
 done
-
-work=$(mktemp -d /tmp/madvx-dist.XXXXXX)
-trap 'rm -rf "$work"' EXIT
 tar xJf "$tarball" -C "$work"
 tree=$(echo "$work"/libmadvx-*)
 
