@@ -96,6 +96,27 @@ int main(void)
 	      F(madvx_kernel_info, thp, 120, 4),
 	      F(madvx_kernel_info, __pad1, 124, 4));
 
+	CHECK(madvx_hint, 56,
+	      F(madvx_hint, addr, 0, 8),
+	      F(madvx_hint, len, 8, 8),
+	      F(madvx_hint, advice, 16, 4),
+	      F(madvx_hint, err, 20, 4),
+	      F(madvx_hint, done, 24, 8),
+	      F(madvx_hint, seq, 32, 8),
+	      F(madvx_hint, __reserved, 40, 16));
+
+	CHECK(madvx_batch_opts, 72,
+	      F(madvx_batch_opts, size, 0, 8),
+	      F(madvx_batch_opts, capacity, 8, 8),
+	      F(madvx_batch_opts, flags, 16, 4),
+	      F(madvx_batch_opts, __reserved0, 20, 4),
+	      F(madvx_batch_opts, storage, 24, 8),
+	      F(madvx_batch_opts, storage_size, 32, 8),
+	      F(madvx_batch_opts, on_error, 40, 8),
+	      F(madvx_batch_opts, on_error_ctx, 48, 8),
+	      F(madvx_batch_opts, on_result, 56, 8),
+	      F(madvx_batch_opts, on_result_ctx, 64, 8));
+
 	CHECK(madvx_stats, 616,
 	      F(madvx_stats, size, 0, 8),
 	      F(madvx_stats, hints, 8, 8),
