@@ -80,7 +80,7 @@ for comp in cc clang c++ clang++; do
 	esac
 	for std in $stds; do
 		# shellcheck disable=SC2046
-		$comp -std=$std -pedantic -Wall -Wextra -Werror -o "$D/h" "$src" \
+		$comp -std="$std" -pedantic -Wall -Wextra -Werror -o "$D/h" "$src" \
 			$(pkg-config --cflags --libs madvx) ||
 			{ echo "FAIL: <madvx.h> with $comp -std=$std -pedantic"; exit 1; }
 		"$D/h" || { echo "FAIL: $comp -std=$std program"; exit 1; }

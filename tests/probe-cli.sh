@@ -32,8 +32,10 @@ expect 2 "an extra argument" "$probe" extra
 expect 2 "an extra argument after --json" "$probe" --json extra
 expect 2 "an unknown option" "$probe" --no-such-option
 if [ -w /dev/full ]; then
+	# shellcheck disable=SC2016 # $0 is expanded by the inner sh
 	expect 1 "stdout on /dev/full" sh -c '"$0" > /dev/full' "$probe"
 	grep -q "write error" "$t/err" || { echo "FAIL: /dev/full: no 'write error' message"; fail=1; }
+	# shellcheck disable=SC2016
 	expect 1 "--json on /dev/full" sh -c '"$0" --json > /dev/full' "$probe"
 else
 	echo "note: no writable /dev/full here: write-error check not run"

@@ -11,7 +11,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-src=$PWD
 
 [ -f "$build/build.ninja" ] || meson setup "$build" >/dev/null
 rm -rf "$build/meson-dist"

@@ -47,8 +47,8 @@ move() {	# move PKG PATH... (paths relative to the staging tree)
 }
 cd "$W/stage"
 lib=usr/lib/$multi
-move libmadvx0 $(ls -d $lib/libmadvx.so.*)
-move libmadvx-dev usr/include $lib/libmadvx.so $lib/libmadvx.a $lib/pkgconfig usr/share/man/man3 usr/share/man/man7
+move libmadvx0 "$lib"/libmadvx.so.*
+move libmadvx-dev usr/include "$lib/libmadvx.so" "$lib/libmadvx.a" "$lib/pkgconfig" usr/share/man/man3 usr/share/man/man7
 move madvx-tools usr/bin usr/share/man/man1
 left=$(find . -type f -o -type l)
 [ -z "$left" ] || { echo "FAIL: installed but in no package: $left"; exit 1; }
@@ -146,7 +146,7 @@ control madvx-tools utils "$tooldeps" "lock-aware batched memory release - probe
 for pkg in libmadvx0 libmadvx-dev madvx-tools; do
 	dpkg-deb --root-owner-group -Zxz --build "$(pkgdir "$pkg")" "$W/${pkg}_${debver}_$arch.deb" >/dev/null
 done
-ls "$W"/*.deb | xargs -n1 basename | sed 's/^/lintian: built /'
+for f in "$W"/*.deb; do echo "lintian: built ${f##*/}"; done
 
 # --suppress-tags: see the header of this script for each.
 lintian --no-tag-display-limit -i --suppress-tags no-symbols-control-file,initial-upload-closes-no-bugs \
