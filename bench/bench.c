@@ -152,8 +152,14 @@ void bench_samples_free(struct bench_samples *s)
 /* ---- output ---- */
 
 static bool header_done;
+static unsigned int targets_missed;
 
-static void table_header(const struct bench_opts *o)
+unsigned int bench_targets_missed(void)
+{
+	return targets_missed;
+}
+
+void bench_header(const struct bench_opts *o)
 {
 	if (header_done)
 		return;
@@ -168,7 +174,7 @@ static void table_header(const struct bench_opts *o)
 void bench_report(const struct bench_opts *o, const char *scenario, const char *variant,
 		  const char *metric, double value, const char *unit)
 {
-	table_header(o);
+	bench_header(o);
 	if (o->csv)
 		printf("%s,%s,%s,%.6g,%s\n", scenario, variant, metric, value, unit);
 	else
@@ -179,11 +185,11 @@ void bench_report(const struct bench_opts *o, const char *scenario, const char *
 void bench_report_na(const struct bench_opts *o, const char *scenario,
 		     const char *variant, const char *metric, const char *why)
 {
-	table_header(o);
-	if (o->csv)
-		printf("%s,%s,%s,,unavailable\n# %s %s %s unavailable: %s\n",
-		       scenario, variant, metric, scenario, variant, metric, why);
-	else
+	bench_header(o);
+	if (o->csv) {
+		printf("%s,%s,%s,,unavailable\n", scenario, variant, metric);
+		fprintf(stderr, "# %s %s %s unavailable: %s\n", scenario, variant, metric, why);
+	} else
 		printf("%-8s %-24s %-24s %14s (%s)\n", scenario, variant, metric,
 		       "unavailable", why);
 	fflush(stdout);
@@ -191,20 +197,25 @@ void bench_report_na(const struct bench_opts *o, const char *scenario,
 
 void bench_note(const struct bench_opts *o, const char *fmt, ...)
 {
+	/* With --csv, stdout carries nothing but the CSV: notes go to stderr. */
+	FILE *out = o->csv ? stderr : stdout;
 	va_list ap;
 
-	printf(o->csv ? "# " : "   ");
+	fputs(o->csv ? "# " : "   ", out);
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	vfprintf(out, fmt, ap);
 	va_end(ap);
-	putchar('\n');
-	fflush(stdout);
+	fputc('\n', out);
+	fflush(out);
 }
 
 void bench_target(const struct bench_opts *o, const char *scenario, const char *what,
 		  double value, double limit, bool higher_better)
 {
 	bool ok = higher_better ? value >= limit : value <= limit;
+
+	if (!ok)
+		targets_missed++;
 
 	bench_note(o, "%s target %s: %.3g %s %.3g -> %s", scenario, what, value,
 		   higher_better ? ">=" : "<=", limit, ok ? "MET" : "MISSED");

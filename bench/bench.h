@@ -79,6 +79,13 @@ void bench_samples_add(struct bench_samples *s, double x);
 void bench_samples_free(struct bench_samples *s);
 
 /* ---- output ---- */
+/*
+ * The header line (table or CSV), printed once: main() prints it first with
+ * --csv, so the CSV on stdout starts with it; notes then go to stderr.
+ */
+void bench_header(const struct bench_opts *o);
+/* Targets reported MISSED so far (madvx-bench --check turns them into exit 3). */
+unsigned int bench_targets_missed(void);
 /* One result row. */
 void bench_report(const struct bench_opts *o, const char *scenario, const char *variant,
 		  const char *metric, double value, const char *unit);

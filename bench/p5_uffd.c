@@ -175,7 +175,7 @@ static int p5f_fault(struct madvx_uffd *u, const struct madvx_uffd_event *ev, vo
 {
 	struct p5f *s = arg;
 
-	return madvx_uffd_copy(u, ev->fault.addr & ~(PAGE - 1), (uintptr_t)s->page, PAGE, 0,
+	return madvx_uffd_copy(u, ev->arg.fault.addr & ~(PAGE - 1), (uintptr_t)s->page, PAGE, 0,
 			       NULL);
 }
 

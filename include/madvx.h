@@ -124,6 +124,42 @@ MADVX_API int madvx_feature_disabled(enum madvx_feature feat);
 MADVX_API const char *madvx_feature_name(enum madvx_feature feat);
 
 /*
+ * Every madvise(2) advice the library knows, with the kernel's values
+ * (include/uapi/asm-generic/mman-common.h, shared by x86-64, arm64, riscv64,
+ * s390x, ppc64 and loongarch64), so a program can name each one without a
+ * recent <sys/mman.h> (glibc 2.36 lacks MADV_COLLAPSE and the guard
+ * advices) and under -std=c11, where <sys/mman.h> hides the MADV_* names.
+ * They equal the MADV_* values wherever both exist. The comment is the
+ * first kernel that accepts the advice with madvise(2); on older kernels it
+ * fails with -EINVAL (madvx(7) has the table, also for process_madvise(2)).
+ */
+#define MADVX_ADV_NORMAL		0	/* all kernels */
+#define MADVX_ADV_RANDOM		1	/* all kernels */
+#define MADVX_ADV_SEQUENTIAL		2	/* all kernels */
+#define MADVX_ADV_WILLNEED		3	/* all kernels */
+#define MADVX_ADV_DONTNEED		4	/* all kernels */
+#define MADVX_ADV_FREE			8	/* 4.5 */
+#define MADVX_ADV_REMOVE		9	/* 2.6.16 */
+#define MADVX_ADV_DONTFORK		10	/* 2.6.16 */
+#define MADVX_ADV_DOFORK		11	/* 2.6.16 */
+#define MADVX_ADV_MERGEABLE		12	/* 2.6.32 */
+#define MADVX_ADV_UNMERGEABLE		13	/* 2.6.32 */
+#define MADVX_ADV_HUGEPAGE		14	/* 2.6.38 */
+#define MADVX_ADV_NOHUGEPAGE		15	/* 2.6.38 */
+#define MADVX_ADV_DONTDUMP		16	/* 3.4 */
+#define MADVX_ADV_DODUMP		17	/* 3.4 */
+#define MADVX_ADV_WIPEONFORK		18	/* 4.14 */
+#define MADVX_ADV_KEEPONFORK		19	/* 4.14 */
+#define MADVX_ADV_COLD			20	/* 5.4 */
+#define MADVX_ADV_PAGEOUT		21	/* 5.4 */
+#define MADVX_ADV_POPULATE_READ		22	/* 5.14 */
+#define MADVX_ADV_POPULATE_WRITE	23	/* 5.14 */
+#define MADVX_ADV_DONTNEED_LOCKED	24	/* 5.18 */
+#define MADVX_ADV_COLLAPSE		25	/* 6.1 */
+#define MADVX_ADV_GUARD_INSTALL		102	/* 6.13 */
+#define MADVX_ADV_GUARD_REMOVE		103	/* 6.13 */
+
+/*
  * madvx_advice_supported - does process_madvise(2) accept @advice for the
  * calling process here? Decided by issuing it on a private scratch mapping
  * (never on caller memory) and comparing with madvise(2) on an identical one.
@@ -171,12 +207,13 @@ enum madvx_thp_mode {
 
 /*
  * Everything the probe found. Set .size = sizeof(struct madvx_kernel_info)
- * before calling madvx_kernel_info(); fields beyond the caller's size are not
+ * before calling madvx_kernel_info_get(); fields beyond the caller's size are not
  * written, so old callers keep working when fields are added at the end.
  */
 struct madvx_kernel_info {
 	size_t size;
 	char release[65];		/* uname -r */
+	uint8_t __pad0[3];		/* zero */
 	uint32_t version;		/* (major << 16) | (minor << 8) | min(patch, 255) */
 	uint64_t features;		/* bit (1 << MADVX_FEAT_x): supported and not disabled */
 	uint64_t disabled;		/* bit (1 << MADVX_FEAT_x): forced off by MADVX_DISABLE */
@@ -185,14 +222,15 @@ struct madvx_kernel_info {
 	int io_uring_disabled;		/* kernel.io_uring_disabled sysctl, -1 if absent */
 	int unprivileged_userfaultfd;	/* vm.unprivileged_userfaultfd, -1 if absent */
 	enum madvx_thp_mode thp;	/* /sys/kernel/mm/transparent_hugepage/enabled */
+	uint32_t __pad1;		/* zero */
 };
 
 /*
- * madvx_kernel_info - copy the probe's findings into @info.
+ * madvx_kernel_info_get - copy the probe's findings into @info.
  * Returns 0, -EINVAL if @info is NULL or info->size is smaller than the
  * first field set (offsetof .release).
  */
-MADVX_API int madvx_kernel_info(struct madvx_kernel_info *info);
+MADVX_API int madvx_kernel_info_get(struct madvx_kernel_info *info);
 
 /* ------------------------------------------------------------------------ */
 /* Batching engine (src/batch.c)                                             */
@@ -525,6 +563,7 @@ struct madvx_uffd_opts {
 	uint64_t features;		/* UFFD_FEATURE_* required: open fails without them */
 	uint64_t optional_features;	/* UFFD_FEATURE_* enabled where the kernel has them */
 	unsigned int flags;		/* MADVX_UFFD_USER_MODE_ONLY, MADVX_UFFD_KERNEL_FAULTS */
+	uint32_t __reserved0;		/* must be zero (else -E2BIG) */
 };
 
 /*
@@ -671,7 +710,13 @@ struct madvx_uffd_item {
 	uint64_t len;
 	uint64_t done;
 	uint64_t existed;
-	int err;
+	int32_t err;
+	/*
+	 * Room to grow without changing the array stride: zero these (a
+	 * designated initializer does); 0.x neither reads nor writes them.
+	 */
+	uint32_t __reserved0;
+	uint64_t __reserved[2];
 };
 
 /*
@@ -704,17 +749,24 @@ enum madvx_uffd_event_type {
 	MADVX_UFFD_EVENT_UNMAP = 0x16,	/* UFFD_FEATURE_EVENT_UNMAP (4.11): munmap */
 };
 
-/* One event, decoded from struct uffd_msg. */
+/*
+ * One event, decoded from struct uffd_msg. The union is named (arg, as in
+ * struct uffd_msg) so the header stays ISO C99. The library zeroes every
+ * byte it does not set, so the reserved room can carry new fields later.
+ */
 struct madvx_uffd_event {
 	uint32_t type;			/* enum madvx_uffd_event_type */
+	uint32_t __reserved0;
 	union {
 		struct {
 			uint64_t flags;	/* UFFD_PAGEFAULT_FLAG_WRITE, _WP, _MINOR */
 			uint64_t addr;	/* page aligned unless UFFD_FEATURE_EXACT_ADDRESS */
 			uint32_t tid;	/* with UFFD_FEATURE_THREAD_ID, else 0 */
+			uint32_t __reserved0;
 		} fault;
 		struct {
-			int fd;		/* new uffd for the child's mm; the receiver closes it */
+			int32_t fd;	/* new uffd for the child's mm; the receiver closes it */
+			uint32_t __reserved0;
 		} fork;
 		struct {
 			uint64_t from, to, len;
@@ -722,7 +774,8 @@ struct madvx_uffd_event {
 		struct {
 			uint64_t start, end;
 		} remove;		/* REMOVE and UNMAP */
-	};
+		uint64_t __reserved[5];
+	} arg;
 };
 
 /*
@@ -752,7 +805,7 @@ MADVX_API size_t madvx_uffd_pending(struct madvx_uffd *uffd);
 
 /*
  * Callbacks of the handler loop. @fault must resolve the fault (usually with
- * madvx_uffd_copy/zeropage/move of the page at ev->fault.addr, which wake the
+ * madvx_uffd_copy/zeropage/move of the page at ev->arg.fault.addr, which wake the
  * faulting thread), or the faulting thread stays blocked. @event gets FORK,
  * REMAP, REMOVE and UNMAP; NULL ignores them (closing a fork's fd). Both
  * return 0 or a -errno that madvx_uffd_handle() reports; they may be called
@@ -767,6 +820,7 @@ struct madvx_uffd_handler {
 	madvx_uffd_event_fn event;	/* optional */
 	void *arg;
 	uint32_t batch;			/* events per read, 0 = 64 */
+	uint32_t __reserved0;		/* must be zero (else -E2BIG) */
 };
 
 /*
@@ -804,8 +858,8 @@ struct madvx_uffd_stats {
 	uint64_t vma_splits;		/* list runs cut at a VMA boundary */
 };
 
-/* Counters of @uffd into @st. 0 or -EINVAL. */
-MADVX_API int madvx_uffd_stats(const struct madvx_uffd *uffd, struct madvx_uffd_stats *st);
+/* madvx_uffd_stats_get - counters of @uffd into @st. 0 or -EINVAL. */
+MADVX_API int madvx_uffd_stats_get(const struct madvx_uffd *uffd, struct madvx_uffd_stats *st);
 
 /* ------------------------------------------------------------------------ */
 /* Asynchronous release (src/iouring.c, src/async.c)                         */
@@ -906,6 +960,7 @@ struct madvx_async_opts {
 	 * size, twice that); with a caller's ring, SQEs in flight. 0 = 256.
 	 */
 	uint32_t queue_depth;
+	uint32_t __reserved0;		/* must be zero (else -E2BIG) */
 	/*
 	 * io_uring: a ring the caller owns (IORING_SETUP_SQPOLL and other
 	 * setup flags are the caller's business), or NULL for one the library
@@ -942,7 +997,7 @@ MADVX_API int madvx_async_create(const struct madvx_async_opts *opts,
 MADVX_API void madvx_async_free(struct madvx_async *async);
 
 /* The backend @async runs (never MADVX_ASYNC_DEFAULT), or DEFAULT for NULL. */
-MADVX_API enum madvx_async_backend madvx_async_backend(const struct madvx_async *async);
+MADVX_API enum madvx_async_backend madvx_async_backend_get(const struct madvx_async *async);
 
 /*
  * The backend MADVX_ASYNC_DEFAULT means in this process (after the probe

@@ -4,6 +4,10 @@
 # resolves, and every function exported in src/libmadvx.map has a page.
 set -euo pipefail
 cd "$1"
+if ! command -v man >/dev/null; then
+	echo "SKIP: man(1) not found (install man-db): pages not rendered"
+	exit 77
+fi
 fail=0
 for f in man1/*.1 man3/*.3 man7/*.7; do
 	out=$(LC_ALL=C MANWIDTH=80 man --warnings -l "$f" 2>&1 >/dev/null || echo "man failed")
@@ -15,6 +19,9 @@ for f in man1/*.1 man3/*.3 man7/*.7; do
 done
 for sym in $(sed -n 's/^\t\t\(madvx_[a-z0-9_]*\);/\1/p' ../src/libmadvx.map); do
 	[ -f "man3/$sym.3" ] || { echo "MISSING: man3/$sym.3"; fail=1; }
+done
+for f in man1/*.1 man3/*.3 man7/*.7; do
+	head -n 2 "$f" | grep -q 'SPDX-License-Identifier' || { echo "FAIL: $f: no SPDX line"; fail=1; }
 done
 [ $fail -eq 0 ] && echo "man pages: $(ls man1/*.1 man3/*.3 man7/*.7 | wc -l) render cleanly"
 exit $fail

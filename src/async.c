@@ -60,7 +60,7 @@ static struct madvx_once default_once = MADVX_ONCE_INIT;
  */
 static void decide_default(void)
 {
-	const char *env = getenv("MADVX_ASYNC_BACKEND");
+	const char *env = secure_getenv("MADVX_ASYNC_BACKEND");
 
 	default_backend = MADVX_ASYNC_THREAD;
 	if (!env)
@@ -78,7 +78,7 @@ MADVX_API enum madvx_async_backend madvx_async_default_backend(void)
 	return default_backend;
 }
 
-MADVX_API enum madvx_async_backend madvx_async_backend(const struct madvx_async *a)
+MADVX_API enum madvx_async_backend madvx_async_backend_get(const struct madvx_async *a)
 {
 	return a ? a->backend : MADVX_ASYNC_DEFAULT;
 }
@@ -216,6 +216,8 @@ MADVX_API int madvx_async_create(const struct madvx_async_opts *opts,
 			return -E2BIG;
 		memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
 	}
+	if (o.__reserved0)	/* named padding: a future field, zero today */
+		return -E2BIG;
 	if ((unsigned int)o.backend > MADVX_ASYNC_SYNC || o.max_tickets > MAX_TICKETS)
 		return -EINVAL;
 	if (o.ring && !o.on_cqe)

@@ -435,7 +435,7 @@ static void run_probe(void)
 {
 	struct madvx_probe_state *st = &probe_state;
 
-	st->disabled = parse_disable(getenv("MADVX_DISABLE"));
+	st->disabled = parse_disable(secure_getenv("MADVX_DISABLE"));
 	probe_uname(st);
 	st->thp = probe_thp();
 	st->io_uring_disabled = read_int_file("/proc/sys/kernel/io_uring_disabled");
@@ -568,7 +568,7 @@ MADVX_API const char *madvx_lock_name(enum madvx_lock lock)
 	}
 }
 
-MADVX_API int madvx_kernel_info(struct madvx_kernel_info *info)
+MADVX_API int madvx_kernel_info_get(struct madvx_kernel_info *info)
 {
 	const struct madvx_probe_state *st;
 	struct madvx_kernel_info full = { .size = sizeof(full) };

@@ -27,7 +27,7 @@
 
 #include "internal.h"
 
-static _Atomic uint64_t *wipe_word;	/* current generation; 0 in a new process */
+static _Atomic uint64_t *_Atomic wipe_word;	/* current generation; 0 in a new process */
 static _Atomic uint64_t gen_counter = 1;
 static _Atomic uint64_t fallback_gen = 1;	/* without wipe_word: gen of fallback_pid */
 static _Atomic pid_t fallback_pid;

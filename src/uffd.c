@@ -262,6 +262,10 @@ static int check_opts(const struct madvx_uffd_opts *o)
 	for (size_t i = sizeof(*o); i < o->size; i++)
 		if (((const uint8_t *)o)[i])
 			return -E2BIG;
+	/* The named padding is a field of tomorrow: it must be zero today. */
+	if (o->size >= offsetof(struct madvx_uffd_opts, __reserved0) + sizeof(o->__reserved0) &&
+	    o->__reserved0)
+		return -E2BIG;
 	if (o->flags & ~(MADVX_UFFD_USER_MODE_ONLY | MADVX_UFFD_KERNEL_FAULTS))
 		return -EINVAL;
 	if ((o->flags & MADVX_UFFD_USER_MODE_ONLY) && (o->flags & MADVX_UFFD_KERNEL_FAULTS))
@@ -357,8 +361,8 @@ MADVX_API void madvx_uffd_free(struct madvx_uffd *u)
 	for (size_t i = 0; i < u->qlen; i++) {
 		const struct madvx_uffd_event *ev = &u->q[(u->qhead + i) % QUEUE_CAP];
 
-		if (ev->type == MADVX_UFFD_EVENT_FORK && ev->fork.fd >= 0)
-			close(ev->fork.fd);
+		if (ev->type == MADVX_UFFD_EVENT_FORK && ev->arg.fork.fd >= 0)
+			close(ev->arg.fork.fd);
 	}
 	free(u->q);
 	if (u->epfd >= 0)
@@ -393,7 +397,7 @@ MADVX_API int madvx_uffd_user_mode_only(const struct madvx_uffd *u)
 	return u ? u->user_mode_only : -EINVAL;
 }
 
-MADVX_API int madvx_uffd_stats(const struct madvx_uffd *u, struct madvx_uffd_stats *st)
+MADVX_API int madvx_uffd_stats_get(const struct madvx_uffd *u, struct madvx_uffd_stats *st)
 {
 	struct madvx_uffd_stats s = { .size = sizeof(s) };
 
@@ -974,22 +978,22 @@ static void decode(const struct uffd_msg *m, struct madvx_uffd_event *ev)
 	ev->type = m->event;
 	switch (m->event) {
 	case UFFD_EVENT_PAGEFAULT:
-		ev->fault.flags = m->arg.pagefault.flags;
-		ev->fault.addr = m->arg.pagefault.address;
-		ev->fault.tid = m->arg.pagefault.feat.ptid;
+		ev->arg.fault.flags = m->arg.pagefault.flags;
+		ev->arg.fault.addr = m->arg.pagefault.address;
+		ev->arg.fault.tid = m->arg.pagefault.feat.ptid;
 		break;
 	case UFFD_EVENT_FORK:
-		ev->fork.fd = (int)m->arg.fork.ufd;
+		ev->arg.fork.fd = (int)m->arg.fork.ufd;
 		break;
 	case UFFD_EVENT_REMAP:
-		ev->remap.from = m->arg.remap.from;
-		ev->remap.to = m->arg.remap.to;
-		ev->remap.len = m->arg.remap.len;
+		ev->arg.remap.from = m->arg.remap.from;
+		ev->arg.remap.to = m->arg.remap.to;
+		ev->arg.remap.len = m->arg.remap.len;
 		break;
 	case UFFD_EVENT_REMOVE:
 	case UFFD_EVENT_UNMAP:
-		ev->remove.start = m->arg.remove.start;
-		ev->remove.end = m->arg.remove.end;
+		ev->arg.remove.start = m->arg.remove.start;
+		ev->arg.remove.end = m->arg.remove.end;
 		break;
 	default:
 		break;
@@ -1170,7 +1174,7 @@ static int dispatch(struct madvx_uffd *u, const struct madvx_uffd_handler *h,
 	if (h->event)
 		return h->event(u, ev, h->arg);
 	if (ev->type == MADVX_UFFD_EVENT_FORK)
-		close_keep_errno(ev->fork.fd);
+		close_keep_errno(ev->arg.fork.fd);
 	return 0;
 }
 
@@ -1183,6 +1187,9 @@ MADVX_API int madvx_uffd_handle(struct madvx_uffd *u, const struct madvx_uffd_ha
 
 	if (!u || !h || h->size < offsetof(struct madvx_uffd_handler, arg) || !h->fault)
 		return -EINVAL;
+	if (h->size >= offsetof(struct madvx_uffd_handler, __reserved0) + sizeof(h->__reserved0) &&
+	    h->__reserved0)
+		return -E2BIG;
 	batch = h->size >= offsetof(struct madvx_uffd_handler, batch) + sizeof(h->batch) &&
 		h->batch ? h->batch : READ_CHUNK;
 	if (batch > READ_CHUNK)

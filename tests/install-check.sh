@@ -34,10 +34,60 @@ cp "$D/c.c" "$D/cxx.cc"
 sed -i 's/"C: /"C++: /' "$D/cxx.cc"
 # shellcheck disable=SC2046
 cc -Wall -Werror -o "$D/c" "$D/c.c" $(pkg-config --cflags --libs madvx)
-# shellcheck disable=SC2046
-c++ -Wall -Werror -o "$D/cxx" "$D/cxx.cc" $(pkg-config --cflags --libs madvx)
+for f in man3/madvx_batch_create.3 man7/madvx.7 man1/madvx-probe.1; do
+	find "$D" -path "*/man/$f*" | grep -q . || { echo "FAIL: $f not installed"; exit 1; }
+done
 "$D/c"
-"$D/cxx"
+cxx=1
+if command -v c++ >/dev/null; then
+	# shellcheck disable=SC2046
+	c++ -Wall -Werror -o "$D/cxx" "$D/cxx.cc" $(pkg-config --cflags --libs madvx)
+	"$D/cxx"
+else
+	cxx=0
+fi
+
+# The installed header alone, in every language mode a user may pick,
+# warning-free: ISO C99 (no anonymous unions), C11, C++11/17/20 (no name that
+# is both a type and a function). gcc's and, when installed, clang's.
+cat > "$D/h.c" <<'EOC'
+#include <madvx.h>
+#include <madvx.h>	/* include guard */
+int main(void)
+{
+#ifdef __cplusplus
+	madvx_async_backend b = madvx_async_backend_get(nullptr);
+	madvx_uffd_event ev = {};
+#else
+	enum madvx_async_backend b = madvx_async_backend_get(NULL);
+	struct madvx_uffd_event ev = { 0 };
+#endif
+	struct madvx_kernel_info ki;
+
+	ki.size = sizeof(ki);
+
+	ev.arg.fault.addr = MADVX_ADV_DONTNEED;
+	return (int)b + (int)ev.arg.fault.addr - 4 + madvx_kernel_info_get(&ki);
+}
+EOC
+cp "$D/h.c" "$D/h.cc"
+modes=0
+for comp in cc clang c++ clang++; do
+	command -v $comp >/dev/null || continue
+	case $comp in
+	*++) stds="c++11 c++17 c++20"; src=$D/h.cc ;;
+	*) stds="c99 c11"; src=$D/h.c ;;
+	esac
+	for std in $stds; do
+		# shellcheck disable=SC2046
+		$comp -std="$std" -pedantic -Wall -Wextra -Werror -o "$D/h" "$src" \
+			$(pkg-config --cflags --libs madvx) ||
+			{ echo "FAIL: <madvx.h> with $comp -std=$std -pedantic"; exit 1; }
+		"$D/h" || { echo "FAIL: $comp -std=$std program"; exit 1; }
+		modes=$((modes + 1))
+	done
+done
+echo "header: compiles warning-free in $modes compiler/standard modes"
 
 bad=$(nm -D --defined-only "$so" | awk '{print $3}' | grep -v '^madvx_' | grep -v '^LIBMADVX_' || true)
 if [ -n "$bad" ]; then
@@ -45,3 +95,7 @@ if [ -n "$bad" ]; then
 	exit 1
 fi
 echo "exports: $(nm -D --defined-only "$so" | grep -c ' T madvx_') madvx_* functions, nothing else"
+if [ $cxx -eq 0 ]; then
+	echo "SKIP: no C++ compiler (c++): the C consumer passed, the C++ one was not built"
+	exit 77
+fi

@@ -66,7 +66,7 @@ static struct madvx_async *new_async(enum madvx_async_backend be, uint32_t ticke
 	struct madvx_async *a = NULL;
 
 	ck_assert_int_eq(madvx_async_create(&o, &a), 0);
-	ck_assert_int_eq(madvx_async_backend(a), be);
+	ck_assert_int_eq(madvx_async_backend_get(a), be);
 	return a;
 }
 
@@ -616,7 +616,7 @@ static void async_works_without_io_uring(void)
 	ck_assert_int_eq(madvx_async_create(&o, &as), -EOPNOTSUPP);
 	ck_assert_int_eq(madvx_async_default_backend(), MADVX_ASYNC_THREAD);
 	ck_assert_int_eq(madvx_async_create(NULL, &as), 0);
-	ck_assert_int_eq(madvx_async_backend(as), MADVX_ASYNC_THREAD);
+	ck_assert_int_eq(madvx_async_backend_get(as), MADVX_ASYNC_THREAD);
 	madvx_async_free(as);
 	errors_for(MADVX_ASYNC_THREAD);
 	diff_run(MADVX_ASYNC_THREAD);
@@ -713,7 +713,7 @@ START_TEST(caller_owned_ring)
 	ck_assert_int_eq(madvx_async_create(&o, &as), -EINVAL);
 	o.on_cqe = on_foreign;
 	ck_assert_int_eq(madvx_async_create(&o, &as), 0);
-	ck_assert_int_eq(madvx_async_backend(as), MADVX_ASYNC_IO_URING);
+	ck_assert_int_eq(madvx_async_backend_get(as), MADVX_ASYNC_IO_URING);
 	ck_assert_int_eq(madvx_async_eventfd(as), -EOPNOTSUPP);
 
 	/* The caller's own request, queued before ours. */

@@ -145,7 +145,7 @@ static void check_all_off(void)
 	}
 	if (madvx_advice_supported(MADV_DONTNEED) != 0)
 		_exit(30);
-	if (madvx_kernel_info(&ki) || (ki.features & ki.disabled) || ki.uffd_features)
+	if (madvx_kernel_info_get(&ki) || (ki.features & ki.disabled) || ki.uffd_features)
 		_exit(31);
 	/* Not used: without PIDFD_SELF the library must hand out a real pidfd. */
 	if (madvx_self_pidfd() < 0 && madvx_feature_supported(MADVX_FEAT_PIDFD_OPEN))
@@ -221,9 +221,9 @@ START_TEST(api_rejects_bad_input)
 	ck_assert_int_eq(madvx_advice_supported(12345), -EINVAL);
 	ck_assert_ptr_null(madvx_advice_name(12345));
 	ck_assert_int_eq(madvx_advice_lock(12345), MADVX_LOCK_UNKNOWN);
-	ck_assert_int_eq(madvx_kernel_info(NULL), -EINVAL);
+	ck_assert_int_eq(madvx_kernel_info_get(NULL), -EINVAL);
 	ki.size = 4;
-	ck_assert_int_eq(madvx_kernel_info(&ki), -EINVAL);
+	ck_assert_int_eq(madvx_kernel_info_get(&ki), -EINVAL);
 }
 END_TEST
 
@@ -235,7 +235,7 @@ START_TEST(kernel_info_respects_size)
 
 	memset(&ki, 0xab, sizeof(ki));
 	ki.size = small;
-	ck_assert_int_eq(madvx_kernel_info(&ki), 0);
+	ck_assert_int_eq(madvx_kernel_info_get(&ki), 0);
 	ck_assert_ptr_nonnull(memchr(ki.release, 0, sizeof(ki.release)));
 	ck_assert_int_ne(ki.version, 0xabababab);
 	for (size_t i = small; i < sizeof(ki); i++)
@@ -249,7 +249,7 @@ START_TEST(lock_table_follows_version)
 	struct madvx_kernel_info ki = { .size = sizeof(ki) };
 	enum madvx_lock want;
 
-	ck_assert_int_eq(madvx_kernel_info(&ki), 0);
+	ck_assert_int_eq(madvx_kernel_info_get(&ki), 0);
 	want = ki.version >= MADVX_KVER(6, 17, 0) ? MADVX_LOCK_PER_VMA : MADVX_LOCK_MMAP_READ;
 	ck_assert_int_eq(madvx_advice_lock(MADV_DONTNEED), want);
 	/* COLD/PAGEOUT: per-VMA only with the kernel/patches series. */

@@ -73,7 +73,7 @@ static uint64_t ioctls_of(struct madvx_uffd *u)
 {
 	struct madvx_uffd_stats st = { .size = sizeof(st) };
 
-	ck_assert_int_eq(madvx_uffd_stats(u, &st), 0);
+	ck_assert_int_eq(madvx_uffd_stats_get(u, &st), 0);
 	return st.ioctls;
 }
 
@@ -397,9 +397,9 @@ START_TEST(writeprotect_blocks_writes)
 	ck_assert_int_eq(pthread_create(&t, NULL, write_byte, dst + 5), 0);
 	ck_assert_int_eq(madvx_uffd_read_events(u, &ev, 1, 5000), 1);
 	ck_assert_uint_eq(ev.type, MADVX_UFFD_EVENT_PAGEFAULT);
-	ck_assert(ev.fault.flags & UFFD_PAGEFAULT_FLAG_WP);
-	ck_assert(ev.fault.flags & UFFD_PAGEFAULT_FLAG_WRITE);
-	ck_assert_uint_eq(ev.fault.addr, (uintptr_t)dst);
+	ck_assert(ev.arg.fault.flags & UFFD_PAGEFAULT_FLAG_WP);
+	ck_assert(ev.arg.fault.flags & UFFD_PAGEFAULT_FLAG_WRITE);
+	ck_assert_uint_eq(ev.arg.fault.addr, (uintptr_t)dst);
 	ck_assert_int_eq(dst[5], 0x21);	/* the write is still waiting */
 	ck_assert_int_eq(madvx_uffd_writeprotect(u, (uintptr_t)dst, pg, 0), 0);
 	ck_assert_int_eq(pthread_join(t, NULL), 0);
@@ -469,7 +469,7 @@ START_TEST(move_list_splits_at_vmas)
 			.src = (uintptr_t)src + i * pg, .len = pg };
 	before = ioctls_of(u);
 	ck_assert_int_eq(madvx_uffd_move_list(u, it, N, 0), 0);
-	ck_assert_int_eq(madvx_uffd_stats(u, &st), 0);
+	ck_assert_int_eq(madvx_uffd_stats_get(u, &st), 0);
 	ck_assert_uint_eq(st.ioctls - before, 3);
 	ck_assert_uint_eq(st.vma_splits, 2);
 	for (size_t i = 0; i < N; i++)

@@ -108,9 +108,9 @@ START_TEST(event_remap)
 	pthread_join(op.t, NULL);
 	ck_assert_ptr_eq((void *)op.ret, to);
 	ck_assert_uint_eq(ev.type, MADVX_UFFD_EVENT_REMAP);
-	ck_assert_uint_eq(ev.remap.from, (uintptr_t)a);
-	ck_assert_uint_eq(ev.remap.to, (uintptr_t)to);
-	ck_assert_uint_eq(ev.remap.len, 4 * pg);
+	ck_assert_uint_eq(ev.arg.remap.from, (uintptr_t)a);
+	ck_assert_uint_eq(ev.arg.remap.to, (uintptr_t)to);
+	ck_assert_uint_eq(ev.arg.remap.len, 4 * pg);
 	ck_assert_int_eq(madvx_uffd_read_events(u, &ev, 1, 0), 0);
 	/* The registration moved along: the new range still faults to us. */
 	ck_assert_int_eq(madvx_uffd_zeropage(u, (uintptr_t)to, pg, MADVX_UFFD_EEXIST_STOP,
@@ -133,8 +133,8 @@ START_TEST(event_remove)
 	pthread_join(op.t, NULL);
 	ck_assert_int_eq(op.ret, 0);
 	ck_assert_uint_eq(ev.type, MADVX_UFFD_EVENT_REMOVE);
-	ck_assert_uint_eq(ev.remove.start, (uintptr_t)a + pg);
-	ck_assert_uint_eq(ev.remove.end, (uintptr_t)a + 2 * pg);
+	ck_assert_uint_eq(ev.arg.remove.start, (uintptr_t)a + pg);
+	ck_assert_uint_eq(ev.arg.remove.end, (uintptr_t)a + 2 * pg);
 	ck_assert_int_eq(test_resident(a + pg), 0);	/* and the page is gone */
 	ck_assert_int_eq(test_resident(a), 1);
 	madvx_uffd_free(u);
@@ -154,8 +154,8 @@ START_TEST(event_unmap)
 	pthread_join(op.t, NULL);
 	ck_assert_int_eq(op.ret, 0);
 	ck_assert_uint_eq(ev.type, MADVX_UFFD_EVENT_UNMAP);
-	ck_assert_uint_eq(ev.remove.start, (uintptr_t)a);
-	ck_assert_uint_eq(ev.remove.end, (uintptr_t)a + 4 * pg);
+	ck_assert_uint_eq(ev.arg.remove.start, (uintptr_t)a);
+	ck_assert_uint_eq(ev.arg.remove.end, (uintptr_t)a + 4 * pg);
 	madvx_uffd_free(u);
 }
 END_TEST
@@ -171,9 +171,9 @@ START_TEST(event_fork)
 	mm_op_start(&op);
 	ev = next_event(u);
 	ck_assert_uint_eq(ev.type, MADVX_UFFD_EVENT_FORK);
-	ck_assert_int_ge(ev.fork.fd, 0);
-	ck_assert_int_ne(ev.fork.fd, madvx_uffd_fd(u));
-	close(ev.fork.fd);
+	ck_assert_int_ge(ev.arg.fork.fd, 0);
+	ck_assert_int_ne(ev.arg.fork.fd, madvx_uffd_fd(u));
+	close(ev.arg.fork.fd);
 	pthread_join(op.t, NULL);
 	ck_assert_int_gt(op.ret, 0);
 	madvx_uffd_free(u);
@@ -220,10 +220,10 @@ START_TEST(eagain_while_remap_pending)
 	ck_assert_int_eq(poll(&p, 1, 0), 1);	/* queued events make the poll fd readable */
 	ev = next_event(u);
 	ck_assert_uint_eq(ev.type, MADVX_UFFD_EVENT_REMAP);
-	ck_assert_uint_eq(ev.remap.from, (uintptr_t)moving);
+	ck_assert_uint_eq(ev.arg.remap.from, (uintptr_t)moving);
 	ck_assert_uint_eq(madvx_uffd_pending(u), 0);
 	ck_assert_int_eq(poll(&p, 1, 0), 0);
-	ck_assert_int_eq(madvx_uffd_stats(u, &st), 0);
+	ck_assert_int_eq(madvx_uffd_stats_get(u, &st), 0);
 	ck_assert_uint_ge(st.eagain, 1);
 	madvx_uffd_free(u);
 	munmap(dst, 4 * pg);
@@ -286,7 +286,7 @@ START_TEST(eagain_while_fork_pending)
 		ck_assert_int_eq(dst[i * pg], (uint8_t)i);
 	ev = next_event(u);
 	ck_assert_uint_eq(ev.type, MADVX_UFFD_EVENT_FORK);
-	close(ev.fork.fd);
+	close(ev.arg.fork.fd);
 	madvx_uffd_free(u);
 	munmap(dst, N * pg);
 	munmap(src, N * pg);
@@ -343,7 +343,7 @@ START_TEST(unprivileged_open)
 	int status;
 	pid_t pid;
 
-	ck_assert_int_eq(madvx_kernel_info(&ki), 0);
+	ck_assert_int_eq(madvx_kernel_info_get(&ki), 0);
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0)
@@ -378,7 +378,7 @@ static uint64_t page_word(const struct storm *s, size_t i)
 static int storm_fault(struct madvx_uffd *u, const struct madvx_uffd_event *ev, void *arg)
 {
 	struct storm *s = arg;
-	uint64_t addr = ev->fault.addr & ~(uint64_t)(pg - 1);
+	uint64_t addr = ev->arg.fault.addr & ~(uint64_t)(pg - 1);
 	size_t i = (addr - (uintptr_t)s->area) / pg;
 	uint64_t buf[512];
 
@@ -449,7 +449,7 @@ START_TEST(fault_storm)
 	ck_assert_int_eq(atomic_load(&s.bad), 0);
 	for (size_t i = 0; i < STORM_PAGES; i++)
 		ck_assert_int_eq(test_resident(s.area + i * pg), 1);
-	ck_assert_int_eq(madvx_uffd_stats(s.u, &st), 0);
+	ck_assert_int_eq(madvx_uffd_stats_get(s.u, &st), 0);
 	ck_assert_uint_ge(st.faults, STORM_PAGES);	/* every page faulted at least once */
 	ck_assert_uint_eq(st.faults, atomic_load(&s.faults));
 	ck_assert_uint_eq(st.bytes + st.existed, st.faults * pg);
@@ -462,7 +462,7 @@ END_TEST
 static int zero_fault(struct madvx_uffd *u, const struct madvx_uffd_event *ev, void *arg)
 {
 	(*(int *)arg)++;
-	return madvx_uffd_zeropage(u, ev->fault.addr, pg, 0, NULL);
+	return madvx_uffd_zeropage(u, ev->arg.fault.addr, pg, 0, NULL);
 }
 
 static void *touch(void *p)

@@ -5,6 +5,7 @@
  * Prints the libmadvx capability probe as a table, or with --json as one JSON
  * object, including for every advice the lock a madvise() of it takes here.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,28 @@ static const char *const thp_names[] = {
 	[MADVX_THP_NEVER] = "never",
 };
 
+/*
+ * Bump when a key of the JSON object changes meaning or goes away (adding a
+ * key is not a change): consumers check "schema_version" first.
+ */
+#define JSON_SCHEMA_VERSION 1
+
 static int verify;	/* --verify: measured locks beside the predicted ones */
+
+/* @s as a JSON string, every character that needs it escaped (RFC 8259). */
+static void json_str(const char *s)
+{
+	putchar('"');
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+		if (*p == '"' || *p == '\\')
+			printf("\\%c", *p);
+		else if (*p < 0x20 || *p == 0x7f)
+			printf("\\u%04x", *p);
+		else
+			putchar(*p);
+	}
+	putchar('"');
+}
 
 static const char *yes_no(int v)
 {
@@ -73,102 +95,144 @@ static void print_table(const struct madvx_kernel_info *ki)
 		verify_print_table();
 }
 
-static void print_json(const struct madvx_kernel_info *ki)
+/* @verify_error: why --verify could not measure (a "verify_error" key), or NULL. */
+static void print_json(const struct madvx_kernel_info *ki, const char *verify_error)
 {
 	int adv[64], n = madvx_advice_list(adv, 64);
 
-	printf("{\"version\":\"%s\",\"kernel\":\"%s\",\"features\":{",
-	       madvx_version(), ki->release);
-	for (int f = 0; f < MADVX_FEAT__COUNT; f++)
-		printf("%s\"%s\":%s", f ? "," : "", madvx_feature_name(f),
-		       madvx_feature_supported(f) > 0 ? "true" : "false");
+	printf("{\"schema_version\":%d,\"version\":", JSON_SCHEMA_VERSION);
+	json_str(madvx_version());
+	printf(",\"kernel\":");
+	json_str(ki->release);
+	printf(",\"features\":{");
+	for (int f = 0; f < MADVX_FEAT__COUNT; f++) {
+		printf("%s", f ? "," : "");
+		json_str(madvx_feature_name(f));
+		printf(":%s", madvx_feature_supported(f) > 0 ? "true" : "false");
+	}
 	printf("},\"disabled\":[");
 	for (int f = 0, first = 1; f < MADVX_FEAT__COUNT; f++) {
 		if (madvx_feature_disabled(f) > 0) {
-			printf("%s\"%s\"", first ? "" : ",", madvx_feature_name(f));
+			printf("%s", first ? "" : ",");
+			json_str(madvx_feature_name(f));
 			first = 0;
 		}
 	}
-	printf("],\"thp\":\"%s\",\"io_uring_disabled\":%d,\"async_backend\":\"%s\","
-	       "\"unprivileged_userfaultfd\":%d,\"uffd_features\":%llu,\"advice\":{",
-	       thp_names[ki->thp], ki->io_uring_disabled,
-	       madvx_async_backend_name(madvx_async_default_backend()),
+	printf("],\"thp\":");
+	json_str(thp_names[ki->thp]);
+	printf(",\"io_uring_disabled\":%d,\"async_backend\":", ki->io_uring_disabled);
+	json_str(madvx_async_backend_name(madvx_async_default_backend()));
+	printf(",\"unprivileged_userfaultfd\":%d,\"uffd_features\":%llu,",
 	       ki->unprivileged_userfaultfd, (unsigned long long)ki->uffd_features);
+	if (verify_error) {
+		printf("\"verify_error\":");
+		json_str(verify_error);
+		printf(",");
+	}
+	printf("\"advice\":{");
 	for (int i = 0; i < n && i < 64; i++) {
-		printf("%s\"%s\":{\"value\":%d,\"process_madvise\":%s,\"lock\":\"%s\"",
-		       i ? "," : "", madvx_advice_name(adv[i]), adv[i],
-		       madvx_advice_supported(adv[i]) > 0 ? "true" : "false",
-		       madvx_lock_name(madvx_advice_lock(adv[i])));
-		if (verify)
+		printf("%s", i ? "," : "");
+		json_str(madvx_advice_name(adv[i]));
+		printf(":{\"value\":%d,\"process_madvise\":%s,\"lock\":", adv[i],
+		       madvx_advice_supported(adv[i]) > 0 ? "true" : "false");
+		json_str(madvx_lock_name(madvx_advice_lock(adv[i])));
+		if (verify && !verify_error)
 			verify_print_json(i);
 		printf("}");
 	}
 	printf("}}\n");
 }
 
+/* Exit status @ret, unless stdout could not be written (a full disk, a closed pipe). */
+static int finish(int ret)
+{
+	if (fflush(stdout) || ferror(stdout)) {
+		fprintf(stderr, "madvx-probe: write error: %s\n", strerror(errno));
+		return 1;
+	}
+	return ret;
+}
+
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: madvx-probe [--json] [--verify]\n"
+	fprintf(out, "usage: madvx-probe [--json] [--verify] [--version] [--help]\n"
 		"  Prints what the running kernel offers libmadvx and which lock\n"
 		"  each madvise advice takes. MADVX_DISABLE=name,... forces features off.\n"
 		"  --verify  (root) also measure the lock each advice takes, with the\n"
 		"            mmap_lock tracepoints, on scratch mappings in one and in two\n"
 		"            VMAs (JSON: \"lock_measured\" per advice). Exit 77 with the\n"
-		"            reason on stderr when it cannot measure (not root, no tracefs,\n"
-		"            no mmap_lock tracepoints); exit 1 when a measured lock\n"
-		"            differs from the prediction.\n");
+		"            reason on stderr (JSON: \"verify_error\") when it cannot\n"
+		"            measure (not root, no tracefs, no mmap_lock tracepoints);\n"
+		"            exit 1 when a measured lock differs from the prediction.\n"
+		"  -V, --version  print the version and exit.\n"
+		"  See madvx-probe(1).\n");
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
-		{ "verify", no_argument, NULL, 'V' },
+		{ "verify", no_argument, NULL, 'v' },
+		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct madvx_kernel_info ki = { .size = sizeof(ki) };
 	int json = 0, c, ret = 0;
+	char why[256];
+	const char *verify_error = NULL;
 
 	while ((c = getopt_long(argc, argv, "jhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = 1;
 			break;
-		case 'V':
+		case 'v':
 			verify = 1;
 			break;
+		case 'V':
+			printf("madvx-probe (libmadvx) %s\n", madvx_version());
+			return finish(0);
 		case 'h':
 			usage(stdout);
-			return 0;
+			return finish(0);
 		default:
 			usage(stderr);
 			return 2;
 		}
 	}
+	if (optind < argc) {
+		fprintf(stderr, "madvx-probe: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
 	check_disable_env();
-	if (madvx_kernel_info(&ki)) {
-		fprintf(stderr, "madvx-probe: madvx_kernel_info failed\n");
+	if (madvx_kernel_info_get(&ki)) {
+		fprintf(stderr, "madvx-probe: madvx_kernel_info_get failed\n");
 		return 1;
 	}
 	if (verify) {
 		int adv[64], n = madvx_advice_list(adv, 64);
-		char why[256];
 
 		if (verify_open(why, sizeof(why))) {
 			fprintf(stderr, "madvx-probe: --verify cannot measure here: %s\n", why);
-			return 77;
+			if (!json)
+				return 77;
+			/* JSON consumers get an object with the reason, not nothing. */
+			verify_error = why;
+			ret = 77;
+		} else {
+			verify_run(adv, n < 64 ? n : 64);
 		}
-		verify_run(adv, n < 64 ? n : 64);
 	}
 	if (json)
-		print_json(&ki);
+		print_json(&ki, verify_error);
 	else
 		print_table(&ki);
-	if (verify) {
+	if (verify && !verify_error) {
 		/* A lock other than the predicted one is a finding: say so in the exit code. */
 		ret = verify_differences() ? 1 : 0;
 		verify_close();
 	}
-	return ret;
+	return finish(ret);
 }

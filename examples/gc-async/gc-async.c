@@ -92,7 +92,7 @@ int main(int argc, char **argv)
 	    madvx_batch_create(&bo, &batch[0]) || madvx_batch_create(&bo, &batch[1]))
 		return 1;
 	printf("gc-async: %d regions of %d KiB, backend %s\n", NREGIONS, REGION / 1024,
-	       madvx_async_backend_name(madvx_async_backend(async)));
+	       madvx_async_backend_name(madvx_async_backend_get(async)));
 
 	for (int c = 0; c < cycles; c++) {
 		struct madvx_batch *b = batch[c % 2];

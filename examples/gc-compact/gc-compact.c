@@ -202,7 +202,7 @@ static int resolve(struct madvx_uffd *u, int t, uint64_t addr)
 static int on_fault(struct madvx_uffd *u, const struct madvx_uffd_event *ev, void *arg)
 {
 	int t = !atomic_load(&H.from), ret = 0;
-	uint64_t addr = ev->fault.addr & ~(PAGE - 1), base = (uintptr_t)H.space[t];
+	uint64_t addr = ev->arg.fault.addr & ~(PAGE - 1), base = (uintptr_t)H.space[t];
 
 	(void)arg;
 	atomic_fetch_add(&H.in_fault, 1);
@@ -333,7 +333,7 @@ static int collect(unsigned int cycle, uint64_t *seed)
 	unsigned char vec;
 	int ret = 0;
 
-	madvx_uffd_stats(H.uffd, &st0);
+	madvx_uffd_stats_get(H.uffd, &st0);
 	t0 = now_ns();
 	pthread_rwlock_wrlock(&H.safepoint);		/* safepoint: mutators stopped */
 	t1 = now_ns();
@@ -374,7 +374,7 @@ static int collect(unsigned int cycle, uint64_t *seed)
 	}
 	/* The tail of the to-space stays empty: zero pages if someone looks. */
 	t3 = now_ns();
-	madvx_uffd_stats(H.uffd, &st1);
+	madvx_uffd_stats_get(H.uffd, &st1);
 
 	/* End the cycle for the handler first: see on_fault(). */
 	atomic_store(&H.compacting, false);

@@ -83,8 +83,8 @@ cmd_deps()
 	lock deps
 	log "deps: installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -q >"$CACHE/apt-deps.log" 2>&1 || { cat "$CACHE/apt-deps.log" >&2; die "apt-get update failed"; }
-	apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$CACHE/apt-deps.log" 2>&1 ||
+	apt_get update -q >"$CACHE/apt-deps.log" 2>&1 || { cat "$CACHE/apt-deps.log" >&2; die "apt-get update failed"; }
+	apt_get install -y -q --no-install-recommends "${missing[@]}" >>"$CACHE/apt-deps.log" 2>&1 ||
 		{ tail -n 30 "$CACHE/apt-deps.log" >&2; die "apt-get install ${missing[*]} failed"; }
 	unlock deps
 	log "deps: installed in $((SECONDS - t0)) s"
