@@ -210,6 +210,19 @@ static void narrow(const struct madvx_batch *b, struct run_window *w,
 	}
 }
 
+/* The furthest end of the hints in @w (and @at_least): for fallback pieces only. */
+static uint64_t window_end(const struct madvx_batch *b, const struct run_window *w,
+			   uint64_t at_least)
+{
+	for (uint32_t k = w->lo; k <= w->hi; k++) {
+		uint64_t e = pos_end(b, b->use_sorted, k);
+
+		if (e > at_least)
+			at_least = e;
+	}
+	return at_least;
+}
+
 /*
  * Cut the run [start, end) (hints at positions first..last) at VMA
  * boundaries. Unmapped parts are credited to the hints covering them, and
@@ -222,12 +235,12 @@ static void plan_run(struct planner *pl, uint64_t start, uint64_t end,
 	struct run_window w = {
 		first, first, last, pos_end(b, b->use_sorted, first),
 	};
-	bool fallback = !pl->fast_advice;
-	uint64_t cur = start;
+	bool slow_advice = !pl->fast_advice;
+	uint64_t cur = start, fb_end = 0;
 	uint32_t pieces = 0;
 
 	if (b->whole_runs) {
-		plan_entry(pl, start, end, first, last, fallback);
+		plan_entry(pl, start, end, first, last, slow_advice);
 		return;
 	}
 	while (cur < end) {
@@ -255,9 +268,17 @@ static void plan_run(struct planner *pl, uint64_t start, uint64_t end,
 		}
 		pend = v.end < end ? v.end : end;
 		narrow(b, &w, cur, pend);
-		/* Once a piece falls back, the run's later pieces follow it. */
-		fallback = fallback || vma_forces_fallback(pl, &v);
-		plan_entry(pl, cur, pend, w.lo, w.hi, fallback);
+		/*
+		 * A hint's pieces must go in address order: a piece that
+		 * continues a hint of an earlier fallback piece falls back too
+		 * (fallback entries are issued after the fast ones).
+		 */
+		if (!slow_advice && (cur < fb_end || vma_forces_fallback(pl, &v))) {
+			fb_end = window_end(b, &w, fb_end);
+			plan_entry(pl, cur, pend, w.lo, w.hi, true);
+		} else {
+			plan_entry(pl, cur, pend, w.lo, w.hi, slow_advice);
+		}
 		pieces++;
 		cur = v.end;
 	}
