@@ -492,11 +492,15 @@ MADVX_API int madvx_release_flush(void);
 
 struct madvx_release_opts {
 	size_t size;			/* sizeof(struct madvx_release_opts) */
-	int advice;			/* MADV_DONTNEED (0 = default) or MADV_FREE */
+	int32_t advice;			/* MADV_DONTNEED (0 = default) or MADV_FREE */
+	uint32_t __reserved0;		/* zero */
 	uint64_t flush_bytes;		/* pending bytes that trigger a flush; 0 = 1 MiB */
 };
 
-/* Configure this thread's madvx_release(): 0, -EINVAL, -E2BIG. Flushes pending hints first. */
+/*
+ * Configure this thread's madvx_release(): 0, -EINVAL (bad advice), -E2BIG
+ * (nonzero __reserved0 or unknown tail). Flushes pending hints first.
+ */
 MADVX_API int madvx_release_config(const struct madvx_release_opts *opts);
 
 /* ------------------------------------------------------------------------ */

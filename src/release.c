@@ -119,6 +119,8 @@ MADVX_API int madvx_release_config(const struct madvx_release_opts *opts)
 				return -E2BIG;
 	}
 	memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
+	if (o.__reserved0)
+		return -E2BIG;
 	if (o.advice && o.advice != MADV_DONTNEED && o.advice != MADV_FREE)
 		return -EINVAL;
 	release_flush_into_err(rs);

@@ -105,6 +105,11 @@ int main(void)
 	      F(madvx_hint, seq, 32, 8),
 	      F(madvx_hint, __reserved, 40, 16));
 
+	CHECK(madvx_release_opts, 24,
+	      F(madvx_release_opts, size, 0, 8),
+	      F(madvx_release_opts, advice, 8, 4),
+	      F(madvx_release_opts, __reserved0, 12, 4),
+	      F(madvx_release_opts, flush_bytes, 16, 8));
 	CHECK(madvx_batch_opts, 80,
 	      F(madvx_batch_opts, size, 0, 8),
 	      F(madvx_batch_opts, capacity, 8, 8),

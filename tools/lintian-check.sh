@@ -3,7 +3,7 @@
 # Would a Debian package of libmadvx pass lintian? Builds the library the way
 # a package build does (prefix /usr, multiarch libdir, dpkg-buildflags'
 # hardening flags, buildtype plain), installs it into a staging tree, splits
-# it the usual way (libmadvx0: the shared library; libmadvx-dev: header,
+# it the usual way (libmadvx1: the shared library; libmadvx-dev: header,
 # .so link, .a, .pc, man3/man7; madvx-tools: madvx-probe, man1), wraps each
 # in a throwaway .deb (no debian/ directory is committed: the control data is
 # written here) and runs lintian on the three. Fails on any lintian error.
@@ -47,14 +47,14 @@ move() {	# move PKG PATH... (paths relative to the staging tree)
 }
 cd "$W/stage"
 lib=usr/lib/$multi
-move libmadvx0 "$lib"/libmadvx.so.*
+move libmadvx1 "$lib"/libmadvx.so.*
 move libmadvx-dev usr/include "$lib/libmadvx.so" "$lib/libmadvx.a" "$lib/pkgconfig" usr/share/man/man3 usr/share/man/man7
 move madvx-tools usr/bin usr/share/man/man1
 left=$(find . -type f -o -type l)
 [ -z "$left" ] || { echo "FAIL: installed but in no package: $left"; exit 1; }
 cd "$W"
 
-for pkg in libmadvx0 libmadvx-dev madvx-tools; do
+for pkg in libmadvx1 libmadvx-dev madvx-tools; do
 	d=$(pkgdir "$pkg")
 	doc=$d/usr/share/doc/$pkg
 	mkdir -p "$doc" "$d/DEBIAN"
@@ -98,18 +98,18 @@ done
 
 # What dh_strip and dh_fixperms do.
 strip --strip-unneeded --remove-section=.comment --remove-section=.note \
-	"$(pkgdir libmadvx0)/$lib"/libmadvx.so.*.* "$(pkgdir madvx-tools)/usr/bin/madvx-probe"
+	"$(pkgdir libmadvx1)/$lib"/libmadvx.so.*.* "$(pkgdir madvx-tools)/usr/bin/madvx-probe"
 strip --strip-debug --remove-section=.comment "$(pkgdir libmadvx-dev)/$lib/libmadvx.a"
-chmod 644 "$(pkgdir libmadvx0)/$lib"/libmadvx.so.*.*
+chmod 644 "$(pkgdir libmadvx1)/$lib"/libmadvx.so.*.*
 
 # Depends from the ELF files, as a package build gets them.
 mkdir -p "$W/src/debian"
-printf 'Source: libmadvx\n\nPackage: libmadvx0\nArchitecture: any\n' >"$W/src/debian/control"
-shlibdeps() { (cd "$W/src" && dpkg-shlibdeps -O -l"$(pkgdir libmadvx0)/$lib" "$@" 2>/dev/null | sed -n 's/^shlibs:Depends=//p'); }
-libdeps=$(shlibdeps "$(pkgdir libmadvx0)/$lib"/libmadvx.so.*.*)
-echo "libmadvx $(echo "$version" | cut -d. -f1) libmadvx0 (>= $version)" >"$W/shlibs.local"
+printf 'Source: libmadvx\n\nPackage: libmadvx1\nArchitecture: any\n' >"$W/src/debian/control"
+shlibdeps() { (cd "$W/src" && dpkg-shlibdeps -O -l"$(pkgdir libmadvx1)/$lib" "$@" 2>/dev/null | sed -n 's/^shlibs:Depends=//p'); }
+libdeps=$(shlibdeps "$(pkgdir libmadvx1)/$lib"/libmadvx.so.*.*)
+echo "libmadvx $(echo "$version" | cut -d. -f1) libmadvx1 (>= $version)" >"$W/shlibs.local"
 tooldeps=$(cd "$W/src" && cp "$W/shlibs.local" debian/shlibs.local &&
-	dpkg-shlibdeps -O -l"$(pkgdir libmadvx0)/$lib" "$(pkgdir madvx-tools)/usr/bin/madvx-probe" 2>/dev/null |
+	dpkg-shlibdeps -O -l"$(pkgdir libmadvx1)/$lib" "$(pkgdir madvx-tools)/usr/bin/madvx-probe" 2>/dev/null |
 	sed -n 's/^shlibs:Depends=//p')
 
 control() {	# control PKG SECTION DEPENDS SUMMARY MULTIARCH
@@ -136,14 +136,14 @@ Description: $4
 EOF
 	(cd "$d" && find usr -type f -exec md5sum {} + | sort -k2 >DEBIAN/md5sums)
 }
-control libmadvx0 libs "$libdeps" "lock-aware batched memory release for allocators and GCs" same
-echo "libmadvx $(echo "$version" | cut -d. -f1) libmadvx0 (>= $version)" >"$(pkgdir libmadvx0)/DEBIAN/shlibs"
-echo "activate-noawait ldconfig" >"$(pkgdir libmadvx0)/DEBIAN/triggers"
-control libmadvx-dev libdevel "libmadvx0 (= $debver), liburing-dev" \
+control libmadvx1 libs "$libdeps" "lock-aware batched memory release for allocators and GCs" same
+echo "libmadvx $(echo "$version" | cut -d. -f1) libmadvx1 (>= $version)" >"$(pkgdir libmadvx1)/DEBIAN/shlibs"
+echo "activate-noawait ldconfig" >"$(pkgdir libmadvx1)/DEBIAN/triggers"
+control libmadvx-dev libdevel "libmadvx1 (= $debver), liburing-dev" \
 	"lock-aware batched memory release - development files" same
 control madvx-tools utils "$tooldeps" "lock-aware batched memory release - probe tool" foreign
 
-for pkg in libmadvx0 libmadvx-dev madvx-tools; do
+for pkg in libmadvx1 libmadvx-dev madvx-tools; do
 	dpkg-deb --root-owner-group -Zxz --build "$(pkgdir "$pkg")" "$W/${pkg}_${debver}_$arch.deb" >/dev/null
 done
 for f in "$W"/*.deb; do echo "lintian: built ${f##*/}"; done
@@ -154,5 +154,5 @@ lintian --no-tag-display-limit -i --suppress-tags no-symbols-control-file,initia
 grep -v '^N:' "$W/lintian.log" | grep -E '^[EWIPX]:' | sort | uniq -c | sed 's/^/lintian: /' || true
 errors=$(grep -c '^E:' "$W/lintian.log" || true)
 warnings=$(grep -c '^W:' "$W/lintian.log" || true)
-echo "lintian: $errors errors, $warnings warnings on libmadvx0, libmadvx-dev, madvx-tools $debver"
+echo "lintian: $errors errors, $warnings warnings on libmadvx1, libmadvx-dev, madvx-tools $debver"
 [ "$errors" -eq 0 ]
