@@ -27,7 +27,9 @@
  * golden ratio, so a printed case seed with MADVX_CONFORMANCE_CASES=1 replays
  * exactly that case), MADVX_CONFORMANCE_CASES (exact count, no scaling),
  * MADVX_CONFORMANCE_VERBOSE=1 (print layout, hints and both answers of every
- * case). Without MADVX_CONFORMANCE_CASES the count is the argument
+ * case), MADVX_CONFORMANCE_SKIP=<list> (leave layout features out to
+ * triage a class of mismatches: regions, uffd, thp, guard, mlock, tmpfs, far,
+ * unaligned). Without MADVX_CONFORMANCE_CASES the count is the argument
  * "--cases N" (default 50000), scaled by test_scaled_cases() (a fifth in the
  * test kernel, 25x with MADVX_TEST_LONG=1) and by a fifth under ASan.
  */
@@ -152,6 +154,7 @@ static struct {
 	struct cout *out;	/* two slots */
 	size_t out_len;
 	bool verbose;
+	bool no_regions, no_far, no_unaligned;
 	int alarm_s;
 } env;
 
@@ -745,7 +748,7 @@ static void gen_segments(struct spec *s)
 
 static void gen_regions(struct spec *s)
 {
-	uint32_t n = rnd(MAX_REGIONS + 1);
+	uint32_t n = env.no_regions ? 0 : rnd(MAX_REGIONS + 1);
 
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t j = rnd(s->nseg), k = rnd(4), lo = s->seg[j].off, hi = lo + s->seg[j].len;
@@ -841,7 +844,7 @@ static void gen_hints(struct spec *s)
 				continue;
 			}
 		}
-		if (r < 19) {
+		if (r < 19 && !env.no_far) {
 			h->addr = far_hints[rnd(sizeof(far_hints) / sizeof(far_hints[0]))].addr;
 			h->len = far_hints[rnd(sizeof(far_hints) / sizeof(far_hints[0]))].len;
 			if (h->addr == WIN_BASE)
@@ -850,7 +853,7 @@ static void gen_hints(struct spec *s)
 				h->addr = 1UL << 57;
 			continue;
 		}
-		if (r < 22) {
+		if (r >= 19 && r < 22 && !env.no_unaligned) {
 			h->addr = env.base + rnd(s->npages) * PG + 1 + rnd(PG - 1);
 			h->len = (1 + rnd(4)) * PG;
 			continue;
@@ -1248,6 +1251,34 @@ static const char *find_tmpfs(void)
 	return NULL;
 }
 
+static bool skipped(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = list; p && (p = strstr(p, name)); p += n)
+		if ((p == list || p[-1] == ',') && (p[n] == ',' || !p[n]))
+			return true;
+	return false;
+}
+
+/* MADVX_CONFORMANCE_SKIP: features left out on purpose (triage), said aloud. */
+static void skip_features(void)
+{
+	const char *l = getenv("MADVX_CONFORMANCE_SKIP");
+
+	if (!l || !*l)
+		return;
+	printf("conformance: MADVX_CONFORMANCE_SKIP=%s: those features are not tested\n", l);
+	env.no_regions = skipped(l, "regions");
+	env.uffd &= !skipped(l, "uffd");
+	env.thp &= !skipped(l, "thp");
+	env.guard &= !skipped(l, "guard");
+	env.mlock &= !skipped(l, "mlock");
+	env.tmpfs &= !skipped(l, "tmpfs");
+	env.no_far = skipped(l, "far");
+	env.no_unaligned = skipped(l, "unaligned");
+}
+
 static void conf_setup(void)
 {
 	struct madvx_kernel_info ki = { .size = sizeof(ki) };
@@ -1284,6 +1315,7 @@ static void conf_setup(void)
 	munmap(p, 256 * PG);
 	env.thp = thp_usable();
 	env.swapless = swapless();
+	skip_features();
 	env.tmpfs_dir = find_tmpfs();
 	env.tmpfs = env.tmpfs_dir != NULL;
 	if (!env.uffd)
