@@ -46,9 +46,6 @@
 #include <linux/magic.h>
 #include <linux/userfaultfd.h>
 
-/* TEMP: engine before the "api:" commit (positive err). */
-#define CONF_OLD_API
-
 #include "harness.h"
 #include "uapi-compat.h"
 #include <madvx.h>
@@ -581,16 +578,12 @@ static void run_lib(const struct spec *s)
 	for (uint32_t i = 0, k = 0; i < s->nhint && k < cnt; i++) {
 		if (me->h[i].add < 0)
 			continue;
-#ifdef CONF_OLD_API
-		me->h[i].err = -res[k].err;
-		me->h[i].seq = k;
-#else
 		me->h[i].err = res[k].err;
 		me->h[i].seq = res[k].seq;
-#endif
 		me->h[i].done = res[k].done;
 		me->h[i].echo_bad = res[k].addr != s->h[i].addr || res[k].len != s->h[i].len ||
-				    res[k].advice != s->h[i].advice || me->h[i].seq != k;
+				    res[k].advice != s->h[i].advice || me->h[i].seq != k ||
+				    res[k].__reserved[0] || res[k].__reserved[1];
 		k++;
 	}
 	(void)acc;
@@ -1062,7 +1055,7 @@ static void compare(const struct spec *s, const struct cout *lib, const struct c
 				 " madvise %#" PRIx64, i, woff(s->h[i].addr), s->h[i].len, a->done, b->done);
 		}
 		if (a->echo_bad)
-			mismatch(v, "result echo (addr/len/advice/seq)", "hint %u seq %" PRIu64, i, a->seq);
+			mismatch(v, "result echo (addr/len/advice/seq/__reserved)", "hint %u seq %" PRIu64, i, a->seq);
 	}
 	if (lib->nres != ref->nres)
 		mismatch(v, "results count", "lib %u madvise %u", lib->nres, ref->nres);
@@ -1389,12 +1382,6 @@ END_TEST
 
 /* ---- deterministic bad-address tests (issue 12, items 3 to 6) ---- */
 
-#ifdef CONF_OLD_API
-#define RERR(e) (-(e))
-#else
-#define RERR(e) (e)
-#endif
-
 static struct madvx_batch *new_batch(void)
 {
 	struct madvx_batch *b = NULL;
@@ -1442,10 +1429,10 @@ START_TEST(test_far_hint_alone)
 			ck_assert_int_eq(madvx_batch_flush(b), -ENOMEM);
 			r = madvx_batch_results(b, &n);
 			ck_assert_uint_eq(n, 2);
-			ck_assert_msg(RERR(r[iv].err) == 0 && r[iv].done == PG,
+			ck_assert_msg((r[iv].err) == 0 && r[iv].done == PG,
 				      "far %#lx order %d: valid hint err %d done %lu", (unsigned long)far[f],
 				      order, r[iv].err, (unsigned long)r[iv].done);
-			ck_assert_msg(RERR(r[ifar].err) == -ENOMEM && r[ifar].done == 0,
+			ck_assert_msg((r[ifar].err) == -ENOMEM && r[ifar].done == 0,
 				      "far %#lx: far hint err %d done %lu", (unsigned long)far[f],
 				      r[ifar].err, (unsigned long)r[ifar].done);
 			ck_assert_int_eq(test_resident(p), 0);
@@ -1480,7 +1467,7 @@ START_TEST(test_stale_region)
 		ck_assert_uint_eq(n, 1);
 		/* madvise(): DONTNEED advises every mapped page; POPULATE stops at the hole. */
 		want = advs[a] == MADV_POPULATE_WRITE ? 4 * PG : 6 * PG;
-		ck_assert_msg(RERR(r[0].err) == -ENOMEM && r[0].done == want,
+		ck_assert_msg((r[0].err) == -ENOMEM && r[0].done == want,
 			      "%s: err %d done %lu, want -ENOMEM done %lu", madvx_advice_name(advs[a]),
 			      r[0].err, (unsigned long)r[0].done, (unsigned long)want);
 		for (int i = 0; i < 8; i++) {
@@ -1538,7 +1525,7 @@ START_TEST(test_error_precedence)
 		ck_assert_int_eq(madvx_batch_flush(b), -EINVAL);
 		r = madvx_batch_results(b, &n);
 		ck_assert_uint_eq(n, 1);
-		ck_assert_msg(RERR(r[0].err) == -EINVAL && r[0].done == want_done,
+		ck_assert_msg((r[0].err) == -EINVAL && r[0].done == want_done,
 			      "lock_first %d: err %d done %lu, want -EINVAL done %lu", lock_first,
 			      r[0].err, (unsigned long)r[0].done, (unsigned long)want_done);
 		for (int i = 0; i < 7; i++) {
@@ -1585,11 +1572,11 @@ START_TEST(test_merged_populate_guard)
 		ck_assert_int_eq(madvx_batch_flush(b), -EFAULT);
 		r = madvx_batch_results(b, &n);
 		ck_assert_uint_eq(n, 3);
-		ck_assert_msg(RERR(r[0].err) == 0 && r[0].done == 4 * PG, "%s clean: err %d done %lu",
+		ck_assert_msg((r[0].err) == 0 && r[0].done == 4 * PG, "%s clean: err %d done %lu",
 			      madvx_advice_name(advs[a]), r[0].err, (unsigned long)r[0].done);
-		ck_assert_msg(RERR(r[1].err) == -EFAULT && r[1].done == 0, "%s guarded: err %d done %lu",
+		ck_assert_msg((r[1].err) == -EFAULT && r[1].done == 0, "%s guarded: err %d done %lu",
 			      madvx_advice_name(advs[a]), r[1].err, (unsigned long)r[1].done);
-		ck_assert_msg(RERR(r[2].err) == 0 && r[2].done == 3 * PG, "%s overlapping: err %d done %lu",
+		ck_assert_msg((r[2].err) == 0 && r[2].done == 3 * PG, "%s overlapping: err %d done %lu",
 			      madvx_advice_name(advs[a]), r[2].err, (unsigned long)r[2].done);
 		for (int i = 0; i < 6; i++)
 			ck_assert_msg(test_resident(p + i * PG) == 1, "%s page %d not resident",
