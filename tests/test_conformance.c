@@ -1362,6 +1362,17 @@ static bool sanitized(void)
 	return false;
 }
 
+/* CPU time of this process and its waited-for children (the box is shared: wall time is noisy). */
+static double cpu_ms(void)
+{
+	struct rusage a, b;
+
+	getrusage(RUSAGE_SELF, &a);
+	getrusage(RUSAGE_CHILDREN, &b);
+	return (double)(a.ru_utime.tv_sec + a.ru_stime.tv_sec + b.ru_utime.tv_sec + b.ru_stime.tv_sec) * 1e3 +
+	       (double)(a.ru_utime.tv_usec + a.ru_stime.tv_usec + b.ru_utime.tv_usec + b.ru_stime.tv_usec) / 1e3;
+}
+
 START_TEST(test_random)
 {
 	bool set;
@@ -1375,7 +1386,7 @@ START_TEST(test_random)
 	uint64_t budget = env_u64("MADVX_CONFORMANCE_BUDGET_S",
 				  getenv("MADVX_IN_TEST_KERNEL") ? 600 : 0, NULL);
 	struct timespec t0, t1;
-	double ms;
+	double ms, cpu0;
 
 	conf_setup();
 	if (!set) {
@@ -1385,7 +1396,13 @@ START_TEST(test_random)
 	}
 	printf("conformance: %" PRIu64 " cases from seed %#" PRIx64 ", MADVX_DISABLE=%s, window %#"
 	       PRIx64 "\n", cases, base, getenv("MADVX_DISABLE") ?: "", env.base);
+	printf("conformance: planner features:");
+	for (int f = MADVX_FEAT_PROCESS_MADVISE; f <= MADVX_FEAT_PER_VMA_MADVISE; f++)
+		printf(" %s=%d", madvx_feature_name((enum madvx_feature)f),
+		       madvx_feature_supported((enum madvx_feature)f));
+	printf("\n");
 	fflush(stdout);
+	cpu0 = cpu_ms();
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (uint64_t i = 0; i < cases; i++) {
 		failed += run_case(base + i * 0x9e3779b97f4a7c15ULL);
@@ -1398,8 +1415,9 @@ START_TEST(test_random)
 		}
 	}
 	ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
-	printf("conformance: %" PRIu64 " cases, %" PRIu64 " with mismatches, %.0f ms (%.3f ms per case)\n",
-	       cases, failed, ms, cases ? ms / (double)cases : 0.0);
+	printf("conformance: %" PRIu64 " cases, %" PRIu64 " with mismatches, %.0f ms (%.3f ms per case;"
+	       " CPU %.3f ms per case, children included)\n", cases, failed, ms,
+	       cases ? ms / (double)cases : 0.0, cases ? (cpu_ms() - cpu0) / (double)cases : 0.0);
 	for (uint32_t i = 0; i < ntally; i++)
 		printf("  %6" PRIu64 " x %s (first: seed %#" PRIx64 ")\n", tally[i].count,
 		       tally[i].label, tally[i].seed);
