@@ -31,7 +31,8 @@
  * triage a class of mismatches: regions, uffd, thp, guard, mlock, tmpfs, far,
  * unaligned), MADVX_CONFORMANCE_BUDGET_S (stop starting cases after that
  * many seconds; 600 in the test kernel, where TCG's speed is unknown, none
- * elsewhere). Without MADVX_CONFORMANCE_CASES the count is the argument
+ * elsewhere), MADVX_CONFORMANCE_SELFCHECK=1 (both children use madvise():
+ * any mismatch is the test's own nondeterminism). Without MADVX_CONFORMANCE_CASES the count is the argument
  * "--cases N" (default 50000), scaled by test_scaled_cases() (a fifth in the
  * test kernel, 25x with MADVX_TEST_LONG=1) and by a fifth under ASan.
  */
@@ -39,6 +40,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/ioctl.h>
@@ -154,6 +156,7 @@ static struct {
 	size_t out_len;
 	bool verbose;
 	bool no_regions, no_far, no_unaligned;
+	bool selfcheck;		/* both children run the reference: the test's own noise */
 	int alarm_s;
 } env;
 
@@ -565,7 +568,7 @@ static void run_lib(const struct spec *s)
 {
 	struct madvx_batch *b;
 	const struct madvx_hint *res;
-	uint32_t cnt = 0, acc = 0;
+	uint32_t cnt = 0;
 	int ret;
 
 	ret = madvx_batch_create(NULL, &b);
@@ -578,7 +581,6 @@ static void run_lib(const struct spec *s)
 		madvx_region_register((void *)s->reg[i].start, s->reg[i].len, s->reg[i].flags);
 	for (uint32_t i = 0; i < s->nhint; i++) {
 		me->h[i].add = madvx_batch_add(b, (void *)s->h[i].addr, s->h[i].len, s->h[i].advice);
-		acc += me->h[i].add >= 0;
 	}
 	me->flush = madvx_batch_flush(b);
 	res = madvx_batch_results(b, &cnt);
@@ -594,7 +596,6 @@ static void run_lib(const struct spec *s)
 				    res[k].__reserved[0] || res[k].__reserved[1];
 		k++;
 	}
-	(void)acc;
 	record_state(s);
 }
 
@@ -961,6 +962,16 @@ static void print_case(const struct spec *s, const struct cout *lib, const struc
 		       "  <<<" : "");
 	}
 	printf("  flush: lib %s, madvise %s\n", ename(lib->flush), ename(ref->flush));
+	/* Page states from -CMP_EXTRA: '.' hole, '-' not resident, 'r' resident, 'R' resident and read. */
+	for (int c = 0; c < 2; c++) {
+		const struct cout *o = c ? ref : lib;
+
+		printf("  pages %-7s ", c ? "madvise" : "lib");
+		for (uint32_t j = 0; j < s->npages + 2 * CMP_EXTRA; j++)
+			putchar(!(o->ps[j] & PS_MAPPED) ? '.' : !(o->ps[j] & PS_RESIDENT) ? '-' :
+				o->ps[j] & PS_READ ? 'R' : 'r');
+		putchar('\n');
+	}
 	for (uint32_t k = 0; k < ref->nvma0; k++)
 		printf("  vma %#" PRIx64 "-%#" PRIx64 " (+%" PRId64 "..+%" PRId64 ") flags %#" PRIx64 "\n",
 		       ref->vma0[k].start, ref->vma0[k].end, woff(ref->vma0[k].start),
@@ -968,7 +979,7 @@ static void print_case(const struct spec *s, const struct cout *lib, const struc
 }
 
 struct tally {
-	char label[112];
+	char label[136];
 	uint64_t count, seed;
 };
 
@@ -996,10 +1007,13 @@ static void count_class(const char *label, uint64_t seed)
 
 #define MAX_DETAIL 6
 
+#define MAX_LABELS 16
+
 struct verdict {
 	uint64_t seed;
-	int n;
+	int n, nlabel;
 	char line[MAX_DETAIL][200];
+	char label[MAX_LABELS][112];
 	bool model;
 };
 
@@ -1009,11 +1023,11 @@ mismatch(struct verdict *v, const char *label, const char *fmt, ...)
 	va_list ap;
 	bool seen = false;
 
-	/* One count per class per case. */
-	for (int i = 0; i < v->n && i < MAX_DETAIL; i++)
-		seen |= !strncmp(v->line[i], label, strlen(label)) && v->line[i][strlen(label)] == ':';
-	if (!seen)
-		count_class(label, v->seed);
+	/* Classes are counted once per case, when the case is judged. */
+	for (int i = 0; i < v->nlabel; i++)
+		seen |= !strcmp(v->label[i], label);
+	if (!seen && v->nlabel < MAX_LABELS)
+		snprintf(v->label[v->nlabel++], sizeof(v->label[0]), "%s", label);
 	if (v->n < MAX_DETAIL) {
 		int k = snprintf(v->line[v->n], sizeof(v->line[0]), "%s: ", label);
 
@@ -1131,12 +1145,37 @@ static const char *child_status(int st)
 	return buf;
 }
 
-/* One case: 0 if both sides agree. */
-static int run_case(uint64_t seed)
+/*
+ * Run on one CPU for the child's whole life. Pages sit in per-CPU LRU
+ * batches after a fault; MADV_PAGEOUT drains only the local CPU's batch
+ * before it isolates pages, so a child that migrated between a fault and a
+ * PAGEOUT would have some pages (clean shmem, lazily freed anonymous) kept
+ * or dropped by chance. Seen as rare residency differences between two
+ * madvise() children under load (MADVX_CONFORMANCE_SELFCHECK).
+ */
+static void pin_to_cpu(int child)
+{
+	cpu_set_t allowed, one;
+	int n = 0, want, cpu;
+
+	if (sched_getaffinity(0, sizeof(allowed), &allowed))
+		return;
+	want = child % (CPU_COUNT(&allowed) ? CPU_COUNT(&allowed) : 1);
+	for (cpu = 0; cpu < CPU_SETSIZE; cpu++)
+		if (CPU_ISSET(cpu, &allowed) && n++ == want)
+			break;
+	if (cpu == CPU_SETSIZE)
+		return;
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	sched_setaffinity(0, sizeof(one), &one);
+}
+
+/* One run of one case: true if the two sides differ (details in @v). */
+static bool run_once(uint64_t seed, struct verdict *v)
 {
 	static struct spec s;
 	struct cout *out = env.out;
-	struct verdict v = { .seed = seed };
 	pid_t pid[2];
 	int st[2];
 
@@ -1148,8 +1187,9 @@ static int run_case(uint64_t seed)
 		if (pid[c] == 0) {
 			me = &out[c];
 			maps_fd = -1;	/* an fd opened by the parent names the parent's mm */
+			pin_to_cpu(c);
 			alarm((unsigned int)env.alarm_s);
-			if (c == 0)
+			if (c == 0 && !env.selfcheck)
 				run_lib(&s);
 			else
 				run_ref(&s);
@@ -1166,25 +1206,52 @@ static int run_case(uint64_t seed)
 		snprintf(label, sizeof(label), "%s child: %s%s", c ? "madvise" : "libmadvx",
 			 out[c].status ? "failed building: " : child_status(st[c]),
 			 out[c].status ? out[c].msg : "");
-		mismatch(&v, label, "%s", out[c].msg);
+		mismatch(v, label, "%s", out[c].msg);
 	}
-	if (!v.n)
-		compare(&s, &out[0], &out[1], &v);
+	if (!v->n)
+		compare(&s, &out[0], &out[1], v);
 	if (env.verbose)
 		print_case(&s, &out[0], &out[1]);
-	if (!v.n)
+	return v->n != 0;
+}
+
+/*
+ * One case: 0 if both sides agree, 1 if they differ, 2 if they differed
+ * once but agreed on both reruns. The kernel is not perfectly repeatable
+ * under load even for madvise() against itself (about 1 case in 10^4 here,
+ * residency only, before pin_to_cpu()); a defect of the library is
+ * deterministic or at least comes back, and a flake is still printed.
+ */
+static int run_case(uint64_t seed)
+{
+	struct verdict v = { .seed = seed };
+	bool again = false;
+	const char *tag;
+	char label[128];
+
+	if (!run_once(seed, &v))
 		return 0;
-	if (printed_cases++ < 20 || env.verbose) {
-		printf("MISMATCH case seed %#" PRIx64 "\n", seed);
+	for (int k = 0; k < 2 && !again; k++) {
+		struct verdict w = { .seed = seed };
+
+		again = run_once(seed, &w);
+	}
+	tag = again ? "MISMATCH" : "FLAKY (not seen again in 2 reruns)";
+	for (int i = 0; i < v.nlabel; i++) {
+		snprintf(label, sizeof(label), "%s%s", again ? "" : "FLAKY ", v.label[i]);
+		count_class(label, seed);
+	}
+	if (printed_cases++ < 20 || env.verbose || !again) {
+		printf("%s case seed %#" PRIx64 "\n", tag, seed);
 		for (int i = 0; i < v.n && i < MAX_DETAIL; i++)
 			printf("  %s\n", v.line[i]);
 		print_replay(seed);
 		fflush(stdout);
 	} else if (printed_cases <= 1000) {
-		printf("MISMATCH case seed %#" PRIx64 ": %s%s\n", seed, v.line[0],
+		printf("%s case seed %#" PRIx64 ": %s%s\n", tag, seed, v.line[0],
 		       printed_cases == 1000 ? " (no more seeds printed)" : "");
 	}
-	return 1;
+	return again ? 1 : 2;
 }
 
 /* ---- the random test ---- */
@@ -1340,6 +1407,9 @@ static void conf_setup(void)
 	env.out = mmap(NULL, env.out_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	ck_assert_ptr_ne(env.out, MAP_FAILED);
 	env.verbose = env_u64("MADVX_CONFORMANCE_VERBOSE", 0, NULL) != 0;
+	env.selfcheck = env_u64("MADVX_CONFORMANCE_SELFCHECK", 0, NULL) != 0;
+	if (env.selfcheck)
+		printf("conformance: MADVX_CONFORMANCE_SELFCHECK: madvise() against itself\n");
 	env.alarm_s = getenv("MADVX_IN_TEST_KERNEL") ? 300 : 30;
 
 	/* The probe runs once here; children inherit its answers (never an fd). */
@@ -1377,7 +1447,7 @@ START_TEST(test_random)
 {
 	bool set;
 	uint64_t base = env_u64("MADVX_CONFORMANCE_SEED", 0x6d61647678756e31ULL, NULL);
-	uint64_t cases = env_u64("MADVX_CONFORMANCE_CASES", 0, &set), failed = 0;
+	uint64_t cases = env_u64("MADVX_CONFORMANCE_CASES", 0, &set), failed = 0, flaky = 0;
 	/*
 	 * Under TCG the guest's speed is unknown: stop starting cases well
 	 * before kernel/lib's timeout (host timeout x 5, at most 900 s) rather
@@ -1405,7 +1475,10 @@ START_TEST(test_random)
 	cpu0 = cpu_ms();
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (uint64_t i = 0; i < cases; i++) {
-		failed += run_case(base + i * 0x9e3779b97f4a7c15ULL);
+		int r = run_case(base + i * 0x9e3779b97f4a7c15ULL);
+
+		failed += r == 1;
+		flaky += r == 2;
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		if (budget && (uint64_t)(t1.tv_sec - t0.tv_sec) >= budget) {
 			printf("conformance: time budget of %" PRIu64 " s reached: ran %" PRIu64
@@ -1415,14 +1488,17 @@ START_TEST(test_random)
 		}
 	}
 	ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
-	printf("conformance: %" PRIu64 " cases, %" PRIu64 " with mismatches, %.0f ms (%.3f ms per case;"
-	       " CPU %.3f ms per case, children included)\n", cases, failed, ms,
+	printf("conformance: %" PRIu64 " cases, %" PRIu64 " with mismatches, %" PRIu64 " flaky, %.0f ms"
+	       " (%.3f ms per case; CPU %.3f ms per case, children included)\n", cases, failed, flaky, ms,
 	       cases ? ms / (double)cases : 0.0, cases ? (cpu_ms() - cpu0) / (double)cases : 0.0);
 	for (uint32_t i = 0; i < ntally; i++)
 		printf("  %6" PRIu64 " x %s (first: seed %#" PRIx64 ")\n", tally[i].count,
 		       tally[i].label, tally[i].seed);
 	fflush(stdout);
 	ck_assert_msg(!failed, "%" PRIu64 " of %" PRIu64 " cases differ from madvise()", failed, cases);
+	/* More than the kernel's own noise is not noise. */
+	ck_assert_msg(flaky <= 3 + cases / 1000, "%" PRIu64 " of %" PRIu64 " cases differed once and not again",
+		      flaky, cases);
 }
 END_TEST
 
