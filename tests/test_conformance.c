@@ -592,9 +592,8 @@ static void run_lib(const struct spec *s)
 				      me->vma0, MAX_VMAS);
 	for (uint32_t i = 0; i < s->nreg; i++)
 		madvx_region_register((void *)s->reg[i].start, s->reg[i].len, s->reg[i].flags);
-	for (uint32_t i = 0; i < s->nhint; i++) {
+	for (uint32_t i = 0; i < s->nhint; i++)
 		me->h[i].add = madvx_batch_add(b, (void *)s->h[i].addr, s->h[i].len, s->h[i].advice);
-	}
 	me->flush = madvx_batch_flush(b);
 	res = madvx_batch_results(b, &cnt);
 	me->nres = cnt;
@@ -634,7 +633,7 @@ static int sys_madvise(uint64_t a, uint64_t len, int advice)
 /* done of a failed hint, from the kernel (see the top of the file). */
 static uint64_t ref_done(int i, const struct hint *h, int err)
 {
-	uint64_t start = h->addr, end = hint_end(h), mapped = 0, below_hole = 0;
+	uint64_t start = h->addr, end = hint_end(h), mapped = 0, below_hole = 0, below = 0;
 	bool populate = h->advice == MADV_POPULATE_READ || h->advice == MADV_POPULATE_WRITE;
 	bool hole = false;
 	struct vma v[MAX_VMAS];
@@ -660,12 +659,9 @@ static uint64_t ref_done(int i, const struct hint *h, int err)
 				model_note(i, "%s whole %d, piece +%" PRId64 "..+%" PRId64 " %d",
 					   adv_name(h->advice), err, woff(v[k].start),
 					   woff(v[k].end), r);
-			uint64_t below = 0;
-
-			for (int j = 0; j < k; j++)
-				below += v[j].end - v[j].start;
 			return below;
 		}
+		below += v[k].end - v[k].start;
 	}
 	model_note(i, "%s whole %d, every piece succeeds", adv_name(h->advice), err);
 	return mapped;
