@@ -1160,6 +1160,67 @@ static const char *child_status(int st)
 	return buf;
 }
 
+/* What the cases exercised, from the spec and the reference's answers. */
+static struct {
+	uint64_t cases, uffd, thp, guard, mlock, prot_none, holes, regions, wrong_regions;
+	uint64_t hints, rejected, err[6], stopped;	/* 0, ENOMEM, EINVAL, EFAULT, EACCES, other */
+} cov;
+
+static void count_coverage(const struct spec *s, const struct cout *ref)
+{
+	bool f[5] = { false };
+
+	cov.cases++;
+	for (uint32_t k = 0; k < s->nseg; k++) {
+		f[0] |= s->seg[k].flags & SF_UFFD;
+		f[1] |= s->seg[k].flags & SF_THP;
+		f[2] |= s->seg[k].flags & SF_MLOCK;
+		f[3] |= s->seg[k].kind != SEG_HOLE && s->seg[k].prot == P_NONE;
+		f[4] |= s->seg[k].kind == SEG_HOLE;
+	}
+	cov.uffd += f[0];
+	cov.thp += f[1];
+	cov.mlock += f[2];
+	cov.prot_none += f[3];
+	cov.holes += f[4];
+	for (uint32_t i = 0; i < s->npages; i++)
+		if (s->guard[i]) {
+			cov.guard++;
+			break;
+		}
+	cov.regions += s->nreg > 0;
+	for (uint32_t k = 0; k < s->nreg; k++)
+		if (strstr(s->reg[k].what, "wrong")) {
+			cov.wrong_regions++;
+			break;
+		}
+	for (uint32_t i = 0; i < s->nhint; i++) {
+		int e = ref->h[i].err;
+
+		cov.hints++;
+		if (ref->h[i].add < 0) {
+			cov.rejected++;
+			continue;
+		}
+		cov.err[!e ? 0 : e == -ENOMEM ? 1 : e == -EINVAL ? 2 : e == -EFAULT ? 3 :
+			e == -EACCES ? 4 : 5]++;
+		/* A refusal after some mapped bytes: the stop-at-VMA rule was exercised. */
+		cov.stopped += e && e != -ENOMEM && ref->h[i].done;
+	}
+}
+
+static void print_coverage(void)
+{
+	printf("conformance: coverage: %" PRIu64 " cases; with uffd %" PRIu64 ", THP %" PRIu64
+	       ", guard pages %" PRIu64 ", mlock %" PRIu64 ", PROT_NONE %" PRIu64 ", holes %" PRIu64
+	       ", regions %" PRIu64 " (wrong %" PRIu64 ")\n", cov.cases, cov.uffd, cov.thp, cov.guard,
+	       cov.mlock, cov.prot_none, cov.holes, cov.regions, cov.wrong_regions);
+	printf("conformance: coverage: %" PRIu64 " hints; add -EINVAL %" PRIu64 "; madvise 0 %" PRIu64
+	       ", -ENOMEM %" PRIu64 ", -EINVAL %" PRIu64 ", -EFAULT %" PRIu64 ", -EACCES %" PRIu64
+	       ", other %" PRIu64 "; refused after mapped bytes %" PRIu64 "\n", cov.hints, cov.rejected,
+	       cov.err[0], cov.err[1], cov.err[2], cov.err[3], cov.err[4], cov.err[5], cov.stopped);
+}
+
 /*
  * Run on one CPU (the @child-th allowed one) for the child's whole life:
  * pages sit in per-CPU LRU batches after a fault and MADV_PAGEOUT drains
@@ -1228,6 +1289,8 @@ static bool run_once(uint64_t seed, struct verdict *v, int rerun)
 		compare(&s, &out[0], &out[1], v);
 	if (env.verbose)
 		print_case(&s, &out[0], &out[1]);
+	if (!rerun)
+		count_coverage(&s, &out[1]);
 	return v->n != 0;
 }
 
@@ -1520,6 +1583,7 @@ START_TEST(test_random)
 	printf("conformance: %" PRIu64 " cases, %" PRIu64 " with mismatches, %" PRIu64 " flaky, %.0f ms"
 	       " (%.3f ms per case; CPU %.3f ms per case, children included)\n", cases, failed, flaky, ms,
 	       cases ? ms / (double)cases : 0.0, cases ? (cpu_ms() - cpu0) / (double)cases : 0.0);
+	print_coverage();
 	for (uint32_t i = 0; i < ntally; i++)
 		printf("  %6" PRIu64 " x %s (first: seed %#" PRIx64 ")\n", tally[i].count,
 		       tally[i].label, tally[i].seed);
