@@ -247,6 +247,18 @@ static uint64_t hint_end(const struct hint *h)
 	return h->addr + ((h->len + PG - 1) & ~(PG - 1));
 }
 
+/* Does a valid MADV_PAGEOUT hint of @s cover window page @page? */
+static bool pageout_covered(const struct spec *s, int64_t page)
+{
+	uint64_t a = env.base + (uint64_t)page * PG;
+
+	for (uint32_t i = 0; i < s->nhint; i++)
+		if (s->h[i].advice == MADV_PAGEOUT && !arg_invalid(&s->h[i]) &&
+		    s->h[i].addr <= a && a < hint_end(&s->h[i]))
+			return true;
+	return false;
+}
+
 /* A 64-bit digest of one page; not instrumented: it reads megabytes per case. */
 __attribute__((no_sanitize("address")))
 static uint64_t page_hash(const void *p)
@@ -556,7 +568,7 @@ static void record_state(const struct spec *s)
 			 * (anonymous: none; shmem and files: not in the page cache), so it
 			 * reads as zero: reading it would only cost a fault.
 			 */
-			if (env.swapless && !(me->ps[j] & PS_RESIDENT))
+			if (env.swapless && !(me->ps[j] & PS_RESIDENT) && !pageout_covered(s, w))
 				continue;
 			/* Guard pages and PROT_NONE: /proc/self/mem, which fails instead of SIGSEGV. */
 			if (direct && !(w >= 0 && w < (int64_t)s->npages && s->guard[w])) {
@@ -999,6 +1011,7 @@ struct tally {
 };
 
 static struct tally tally[128];
+static uint64_t tolerated;	/* residency differences under PAGEOUT, contents equal */
 static uint32_t ntally;
 static uint32_t printed_cases;
 
@@ -1109,6 +1122,16 @@ static void compare(const struct spec *s, const struct cout *lib, const struct c
 	for (uint32_t j = 0; j < pages; j++) {
 		int64_t page = (int64_t)j - CMP_EXTRA;
 
+		/*
+		 * Whether MADV_PAGEOUT frees a page is not repeatable under load
+		 * (see run_case()): a residency difference under a PAGEOUT hint
+		 * is tolerated where both sides read the same contents.
+		 */
+		if ((lib->ps[j] ^ ref->ps[j]) == PS_RESIDENT && pageout_covered(s, page) &&
+		    (lib->ps[j] & PS_READ) && lib->hash[j] == ref->hash[j]) {
+			tolerated++;
+			continue;
+		}
 		if (lib->ps[j] != ref->ps[j]) {
 			snprintf(label, sizeof(label), "%s %s: lib %s",
 				 (lib->ps[j] ^ ref->ps[j]) & PS_RESIDENT ? "residency" : "page state",
@@ -1305,10 +1328,13 @@ static bool run_once(uint64_t seed, struct verdict *v, int rerun)
  * The cause is not pinned down (MADV_PAGEOUT frees the clean pages it
  * manages to isolate - shmem pages a read fault allocated, MADV_FREE'd
  * anonymous pages - and isolation depends on per-CPU state); the condition
- * lasted seconds and seemed to follow a CPU. So the reruns run both children
- * one after the other on one CPU, a different one each time. A defect of the
- * library comes back on every rerun; a flake is still printed (FLAKY) and
- * fails the test above 1 in 200 cases.
+ * lasted seconds and seemed to follow a CPU. Every case seen had the page
+ * under a MADV_PAGEOUT hint, so compare() tolerates a residency difference
+ * there when both sides read the same contents (such pages are read even
+ * when absent), and the reruns run both children one after the other on one
+ * CPU, a different one each time. A defect of the library comes back on
+ * every rerun; a flake is still printed (FLAKY) and fails the test above 1
+ * in 200 cases.
  */
 #define RERUNS 4
 
@@ -1584,6 +1610,9 @@ START_TEST(test_random)
 	       " (%.3f ms per case; CPU %.3f ms per case, children included)\n", cases, failed, flaky, ms,
 	       cases ? ms / (double)cases : 0.0, cases ? (cpu_ms() - cpu0) / (double)cases : 0.0);
 	print_coverage();
+	if (tolerated)
+		printf("conformance: %" PRIu64 " page(s) resident on one side only under a PAGEOUT hint,"
+		       " contents equal: tolerated\n", tolerated);
 	for (uint32_t i = 0; i < ntally; i++)
 		printf("  %6" PRIu64 " x %s (first: seed %#" PRIx64 ")\n", tally[i].count,
 		       tally[i].label, tally[i].seed);
