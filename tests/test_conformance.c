@@ -1530,7 +1530,7 @@ static void conf_setup(void)
 	env.alarm_s = getenv("MADVX_IN_TEST_KERNEL") ? 300 : 30;
 
 	/* The probe runs once here; children inherit its answers (never an fd). */
-	ck_assert_int_eq(madvx_kernel_info(&ki), 0);
+	ck_assert_int_eq(madvx_kernel_info_get(&ki), 0);
 	nadv = madvx_advice_list(advs, 64);
 	for (int i = 0; i < nadv && i < 64; i++)
 		madvx_advice_supported(advs[i]);
@@ -1632,7 +1632,7 @@ static struct madvx_batch *new_batch(void)
 	struct madvx_kernel_info ki = { .size = sizeof(ki) };
 
 	/* Probe first: its scratch mappings must not land in the holes made below. */
-	ck_assert_int_eq(madvx_kernel_info(&ki), 0);
+	ck_assert_int_eq(madvx_kernel_info_get(&ki), 0);
 	ck_assert_int_eq(madvx_batch_create(NULL, &b), 0);
 	return b;
 }
