@@ -70,7 +70,12 @@ for c in "${cmds[@]}"; do
 	case "$c" in
 	"meson test"*)
 		echo "dist: \$ $c   (as $who, ${no_net[*]:+no network})"
-		(cd "$tree" && "${no_net[@]}" "${as_user[@]}" env PATH="$PATH" HOME=/tmp \
+		# The test sizes tools/test.sh chose for this stage survive --reset-env.
+		sizes=()
+		for v in MADVX_CONFORMANCE_CASES MADVX_FORK_STRESS; do
+			[ -n "${!v:-}" ] && sizes+=("$v=${!v}")
+		done
+		(cd "$tree" && "${no_net[@]}" "${as_user[@]}" env PATH="$PATH" HOME=/tmp "${sizes[@]}" \
 			"${argv[@]}" --num-processes 2 --print-errorlogs >"$work/test.log" 2>&1) ||
 			{ tail -n 60 "$work/test.log"; echo "FAIL: meson test of the tarball"; exit 1; }
 		grep -E '^(Ok|Fail|Skipped|Timeout|Expected Fail|Unexpected Pass): ' "$work/test.log" | tr -s ' ' | paste -sd' '
