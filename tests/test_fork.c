@@ -1173,6 +1173,7 @@ START_TEST(test_stress)
 	const char *k = getenv("MADVX_IN_TEST_KERNEL");
 	long n = env_long("MADVX_FORK_STRESS", k && *k == '1' ? 2000 : 10000);
 	long bad[FK__COUNT] = { 0 }, first_bad = -1, nbad = 0, forks = 0;
+	uint64_t kind_ns[FK__COUNT] = { 0 }, kind_n[FK__COUNT] = { 0 };
 	int first_code = 0;
 	enum fork_kind first_kind = FK_FORK;
 	char *argv[] = { self_exe, "--stress-exec-child", NULL };
@@ -1215,6 +1216,7 @@ START_TEST(test_stress)
 	t0 = now_ns();
 	for (long i = 0; i < n; i++) {
 		enum fork_kind kind = stress_kind(i);
+		uint64_t f0 = now_ns();
 		int status = 0;
 		pid_t pid;
 
@@ -1227,6 +1229,8 @@ START_TEST(test_stress)
 			break;
 		}
 		ret = wait_child(pid, 10000, &status);
+		kind_ns[kind] += now_ns() - f0;
+		kind_n[kind]++;
 		forks++;
 		if (ret && ret != -ETIMEDOUT) {
 			snprintf(hung, sizeof(hung), "waiting for the child of %s failed: %d",
@@ -1268,9 +1272,13 @@ START_TEST(test_stress)
 	       (unsigned long long)st.loops[2], (unsigned long long)st.loops[3],
 	       (unsigned long long)st.loops[4], (unsigned long long)st.loops[5],
 	       (unsigned long long)st.loops[6]);
-	for (int kd = 0; kd < FK__COUNT; kd++)
+	for (int kd = 0; kd < FK__COUNT; kd++) {
+		if (kind_n[kd])
+			printf("stress: %s: %llu forks, %.0f us each (fork to reaped)\n", fk_name[kd],
+			       (unsigned long long)kind_n[kd], (double)kind_ns[kd] / 1e3 / (double)kind_n[kd]);
 		if (bad[kd])
 			printf("stress: %ld children of %s failed\n", bad[kd], fk_name[kd]);
+	}
 	fflush(stdout);
 	ck_assert_msg(first_bad < 0, "child of %s failed at iteration %ld: %s", fk_name[first_kind],
 		      first_bad, first_code > 0 ? sc_name(first_code) : "killed by a signal");
@@ -1547,11 +1555,13 @@ START_TEST(test_results_race)
 
 				if (x->addr != (uintptr_t)(area + off[k] * pg) || x->len != len[k] ||
 				    x->advice != adv[k] || x->err != want_err[k] ||
-				    x->done != want_done[k]) {
+				    x->done != want_done[k] || x->seq != (uint64_t)it * RH + (uint64_t)h) {
 					fprintf(stderr, "FAIL [results_race] iteration %d reader %d hint %d: "
-						"advice %d err %d done %llu, want advice %d err %d done %llu\n",
-						it, t, h, x->advice, x->err, (unsigned long long)x->done,
-						adv[k], want_err[k], (unsigned long long)want_done[k]);
+						"advice %d err %d done %llu seq %llu, want advice %d err %d "
+						"done %llu seq %llu\n", it, t, h, x->advice, x->err,
+						(unsigned long long)x->done, (unsigned long long)x->seq,
+						adv[k], want_err[k], (unsigned long long)want_done[k],
+						(unsigned long long)it * RH + (unsigned long long)h);
 					mism++;
 					break;
 				}
