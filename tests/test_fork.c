@@ -76,9 +76,14 @@ enum fork_kind {
  * make no threads (TSan reports "dup thread" for a thread made in a child
  * of a process that had threads).
  */
-#ifdef __SANITIZE_THREAD__
+#if defined(__SANITIZE_THREAD__)
 #define UNDER_TSAN 1
-#else
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)	/* clang */
+#define UNDER_TSAN 1
+#endif
+#endif
+#ifndef UNDER_TSAN
 #define UNDER_TSAN 0
 #endif
 
@@ -1057,9 +1062,9 @@ static void *t_probe(void *arg)
 
 	(void)arg;
 	while (!atomic_load_explicit(&st.stop, memory_order_relaxed)) {
-		ret = madvx_kernel_info(&ki);
+		ret = madvx_kernel_info_get(&ki);
 		if (ret)
-			stress_error("madvx_kernel_info()", ret);
+			stress_error("madvx_kernel_info_get()", ret);
 		ret = madvx_feature_supported((enum madvx_feature)(i++ % MADVX_FEAT__COUNT));
 		if (ret < 0)
 			stress_error("madvx_feature_supported()", ret);
@@ -1341,7 +1346,7 @@ static void *pr_thread(void *arg)
 		;
 	switch ((int)(intptr_t)arg) {
 	case 0:
-		madvx_kernel_info(&ki);
+		madvx_kernel_info_get(&ki);
 		break;
 	case 1:
 		madvx_feature_supported(MADVX_FEAT_PROCMAP_QUERY);
@@ -1631,7 +1636,7 @@ int main(int argc, char **argv)
 	if (n <= 0)
 		test_skip("cannot read /proc/self/exe (needed to re-exec helpers)");
 	self_exe[n] = 0;
-#ifdef __SANITIZE_THREAD__
+#if UNDER_TSAN
 	/*
 	 * child_use's children make an async object (a thread) after a fork
 	 * of a process with threads, which TSan refuses by default; its
