@@ -55,8 +55,15 @@ static bool probe_madvise64(struct io_uring *ring)
 	return res == -ENOMEM;
 }
 
+#define PROBE_OPS 256		/* io_uring_get_probe_ring()'s size */
+
 void madvx_iouring_probe(struct madvx_probe_state *st)
 {
+	union {
+		struct io_uring_probe p;
+		char buf[sizeof(struct io_uring_probe) +
+			 PROBE_OPS * sizeof(struct io_uring_probe_op)];
+	} pbuf;
 	struct io_uring_probe *probe;
 	struct io_uring ring;
 	bool madv;
@@ -71,9 +78,15 @@ void madvx_iouring_probe(struct madvx_probe_state *st)
 		return;
 	st->features |= 1ULL << MADVX_FEAT_IO_URING;
 
-	probe = io_uring_get_probe_ring(&ring);
-	madv = probe && io_uring_opcode_supported(probe, IORING_OP_MADVISE);
-	io_uring_free_probe(probe);
+	/*
+	 * io_uring_get_probe_ring() would calloc() the answer: the probe must
+	 * not allocate (a child forked while another thread held the
+	 * allocator's lock would hang here), so it lands on the stack.
+	 */
+	memset(&pbuf, 0, sizeof(pbuf));
+	probe = &pbuf.p;
+	madv = io_uring_register_probe(&ring, probe, PROBE_OPS) >= 0 &&
+	       io_uring_opcode_supported(probe, IORING_OP_MADVISE);
 	if (madv && !(st->disabled & (1ULL << MADVX_FEAT_IO_URING_MADVISE))) {
 		st->features |= 1ULL << MADVX_FEAT_IO_URING_MADVISE;
 		if (!(st->disabled & (1ULL << MADVX_FEAT_IO_URING_MADVISE64)) &&
