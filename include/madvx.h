@@ -300,7 +300,11 @@ MADVX_API int madvx_kernel_info_get(struct madvx_kernel_info *info);
  * (their pending hints apply to the child's copy of the memory) and new ones
  * created; batches other threads owned at the fork may have been mid-flush
  * and may only be freed. After vfork() or clone(CLONE_VM) the child shares
- * the parent's memory and may only exec or _exit. clone() with CLONE_FILES
+ * the parent's memory and may only exec or _exit. Batches, madvx_release()
+ * and the probe never allocate; madvx_async_create() and madvx_uffd_open()
+ * do (malloc), so after a raw fork (_Fork, SYS_fork, clone) of a
+ * multi-threaded process, where the C library did not reset its allocator,
+ * they are as safe as malloc() is there. clone() with CLONE_FILES
  * but without CLONE_VM is not supported (the child closes the inherited
  * fds, which it would then share with the parent).
  */
