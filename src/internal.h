@@ -52,6 +52,23 @@ static inline uint64_t madvx_pmd_size(void)
 	return (uint64_t)madvx_pagesize / 8 * madvx_pagesize;
 }
 
+/* A lowercase hex number at *@p (as in /proc/PID/maps); *@p moves past it. */
+static inline uint64_t madvx_parse_hex(const char **p)
+{
+	uint64_t v = 0;
+
+	for (;; (*p)++) {
+		char c = **p;
+
+		if (c >= '0' && c <= '9')
+			v = v * 16 + (uint64_t)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			v = v * 16 + (uint64_t)(c - 'a' + 10);
+		else
+			return v;
+	}
+}
+
 /* ---- probe.c ---- */
 struct madvx_probe_state {
 	uint32_t version;

@@ -64,22 +64,6 @@ static long read_small(struct madvx_target *t, const char *name, char *buf, size
 	return n;
 }
 
-static uint64_t parse_hex(const char **p)
-{
-	uint64_t v = 0;
-
-	for (;; (*p)++) {
-		char c = **p;
-
-		if (c >= '0' && c <= '9')
-			v = v * 16 + (uint64_t)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			v = v * 16 + (uint64_t)(c - 'a' + 10);
-		else
-			return v;
-	}
-}
-
 static uint64_t parse_dec(const char **p)
 {
 	uint64_t v = 0;
@@ -190,10 +174,10 @@ static int read_locked(struct madvx_target *t)
 		if ((*line >= '0' && *line <= '9') || (*line >= 'a' && *line <= 'f')) {
 			const char *p = line;
 
-			start = parse_hex(&p);
+			start = madvx_parse_hex(&p);
 			if (*p == '-') {
 				p++;
-				end = parse_hex(&p);
+				end = madvx_parse_hex(&p);
 			}
 		} else if (!strncmp(line, "VmFlags:", 8)) {
 			const char *lo = strstr(line, " lo");
@@ -257,9 +241,9 @@ static void parse_maps_line(const struct madvx_target *t, const char *line,
 	const char *p = line, *name;
 
 	*v = (struct madvx_target_vma){ 0 };
-	v->start = parse_hex(&p);
+	v->start = madvx_parse_hex(&p);
 	p++;
-	v->end = parse_hex(&p);
+	v->end = madvx_parse_hex(&p);
 	p++;
 	if (p[0] == 'r')
 		v->flags |= MADVX_VMA_READ;
@@ -270,11 +254,11 @@ static void parse_maps_line(const struct madvx_target *t, const char *line,
 	if (p[3] == 's')
 		v->flags |= MADVX_VMA_SHARED;
 	p += 5;
-	v->offset = parse_hex(&p);
+	v->offset = madvx_parse_hex(&p);
 	p++;
-	v->dev_major = (uint32_t)parse_hex(&p);
+	v->dev_major = (uint32_t)madvx_parse_hex(&p);
 	p++;
-	v->dev_minor = (uint32_t)parse_hex(&p);
+	v->dev_minor = (uint32_t)madvx_parse_hex(&p);
 	v->inode = parse_dec(&p);
 	while (*p == ' ')
 		p++;

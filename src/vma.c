@@ -171,22 +171,6 @@ static int query_procmap(uint64_t addr, struct madvx_vma *v)
 	return 0;
 }
 
-static uint64_t parse_hex(const char **p)
-{
-	uint64_t v = 0;
-
-	for (;; (*p)++) {
-		char c = **p;
-
-		if (c >= '0' && c <= '9')
-			v = v * 16 + (uint64_t)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			v = v * 16 + (uint64_t)(c - 'a' + 10);
-		else
-			return v;
-	}
-}
-
 /*
  * Old kernels: read /proc/self/maps (which takes mmap_read_lock per chunk)
  * and fill the cache with the VMAs that end above @addr, in address order.
@@ -232,9 +216,9 @@ static int parse_maps_into(struct madvx_vma_cache *c, uint64_t addr)
 			const char *p = line;
 			struct madvx_vma v = { 0 };
 
-			v.start = parse_hex(&p);
+			v.start = madvx_parse_hex(&p);
 			p++;	/* '-' */
-			v.end = parse_hex(&p);
+			v.end = madvx_parse_hex(&p);
 			line = nl + 1;
 			if (v.end <= addr)
 				continue;
