@@ -64,6 +64,8 @@ struct madvx_probe_state {
 	int unprivileged_userfaultfd;
 	enum madvx_thp_mode thp;
 	char release[65];
+	uint64_t assumed;	/* features MADVX_ASSUME turned on */
+	uint64_t measured;	/* features the per-boot measurement cache answered */
 };
 
 /* The cached probe; runs it on first call. Never NULL. */
