@@ -55,9 +55,10 @@ MADVX_API const char *madvx_version(void);
  *  - measured: `madvx-probe --measure` (root, tracefs) counted the
  *    mmap_lock acquisitions of those advices with the mmap_lock tracepoints
  *    and wrote the result to the per-boot cache MADVX_PROBE_CACHE (default
- *    MADVX_PROBE_CACHE_PATH), which the probe reads when its boot_id is this
- *    boot's (/proc/sys/kernel/random/boot_id) and the file is owned by root
- *    or by the caller and writable by nobody else;
+ *    MADVX_PROBE_CACHE_PATH), which the probe reads when its boot key is this
+ *    boot's (/proc/sys/kernel/random/boot_id; the btime of /proc/stat on
+ *    kernels without /proc/sys) and the file is owned by root or by the
+ *    caller and writable by nobody else;
  *  - or assumed: listed in MADVX_ASSUME (comma-separated names, like
  *    MADVX_DISABLE; other names are ignored), which wins over the cache.
  * Debug counters (madvise_vma_lock_*) are never used to decide them.

@@ -71,6 +71,13 @@ struct madvx_probe_state {
 /* The cached probe; runs it on first call. Never NULL. */
 MADVX_HIDDEN const struct madvx_probe_state *madvx_probe(void);
 
+/*
+ * This boot's key line for the per-boot measurement cache: "boot_id <uuid>"
+ * (/proc/sys/kernel/random/boot_id), or "btime <seconds>" from /proc/stat on
+ * kernels without /proc/sys (CONFIG_PROC_SYSCTL=n). Returns 0 or -ENOENT.
+ */
+MADVX_HIDDEN int madvx_boot_key(char *buf, size_t size);
+
 static inline bool madvx_has(enum madvx_feature feat)
 {
 	return madvx_probe()->features & (1ULL << feat);

@@ -235,23 +235,20 @@ END_TEST
  */
 static char cache_path[64];
 
-/* Write a cache file with @boot_id (NULL: this boot's) and @body, @mode. */
-static void write_cache(const char *boot_id, const char *body, mode_t mode)
+/* Write a cache file with key line @key (NULL: this boot's) and @body, @mode. */
+static void write_cache(const char *key, const char *body, mode_t mode)
 {
-	char boot[64] = "";
+	char boot[96];
 	FILE *f;
 
-	if (!boot_id) {
-		f = fopen("/proc/sys/kernel/random/boot_id", "r");
-		ck_assert_ptr_nonnull(f);
-		ck_assert_int_eq(fscanf(f, "%63s", boot), 1);
-		fclose(f);
-		boot_id = boot;
+	if (!key) {
+		ck_assert_int_eq(madvx_boot_key(boot, sizeof(boot)), 0);
+		key = boot;
 	}
 	snprintf(cache_path, sizeof(cache_path), "/tmp/madvx-test-probe-cache.%d", (int)getpid());
 	f = fopen(cache_path, "w");
 	ck_assert_ptr_nonnull(f);
-	fprintf(f, "# test\nboot_id %s\n%s", boot_id, body);
+	fprintf(f, "# test\n%s\n%s", key, body);
 	fclose(f);
 	ck_assert_int_eq(chmod(cache_path, mode), 0);
 }
@@ -309,7 +306,9 @@ START_TEST(boot_cache_is_read_for_this_boot_only)
 	/* MADVX_ASSUME wins over a measurement. */
 	expect_cold(cache_path, "per_vma_cold_pageout", true, 'a');
 	/* Another boot's cache, or one anybody may write, is ignored. */
-	write_cache("00000000-0000-0000-0000-000000000000", "per_vma_cold_pageout 1\n", 0644);
+	write_cache("boot_id 00000000-0000-0000-0000-000000000000", "per_vma_cold_pageout 1\n", 0644);
+	expect_cold(cache_path, NULL, false, 0);
+	write_cache("btime 1", "per_vma_cold_pageout 1\n", 0644);
 	expect_cold(cache_path, NULL, false, 0);
 	write_cache(NULL, "per_vma_cold_pageout 1\n", 0666);
 	expect_cold(cache_path, NULL, false, 0);

@@ -144,19 +144,48 @@ const char *pervma_cache_path(void)
 	return env && *env ? env : MADVX_PROBE_CACHE_PATH;
 }
 
-int pervma_cache_write(const char *path, const struct pervma_result *r)
+/*
+ * This boot's key line, as the library's madvx_boot_key() makes it:
+ * "boot_id <uuid>", or "btime <s>" (/proc/stat) without /proc/sys.
+ */
+static int boot_key(char *key, size_t size)
 {
-	char boot_id[64] = "", tmp[4096], dir[4096], *slash;
-	FILE *f;
-	int fd, n;
+	char line[8192], id[64];
+	long long btime;
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
 
-	f = fopen("/proc/sys/kernel/random/boot_id", "r");
+	if (f) {
+		int n = fscanf(f, "%63s", id);
+
+		fclose(f);
+		if (n != 1)
+			return -EIO;
+		snprintf(key, size, "boot_id %s", id);
+		return 0;
+	}
+	f = fopen("/proc/stat", "r");
 	if (!f)
 		return -errno;
-	n = fscanf(f, "%63s", boot_id);
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "btime %lld", &btime) == 1) {
+			fclose(f);
+			snprintf(key, size, "btime %lld", btime);
+			return 0;
+		}
+	}
 	fclose(f);
-	if (n != 1)
-		return -EIO;
+	return -ENOENT;
+}
+
+int pervma_cache_write(const char *path, const struct pervma_result *r)
+{
+	char key[96], tmp[4096], dir[4096], *slash;
+	FILE *f;
+	int fd, ret;
+
+	ret = boot_key(key, sizeof(key));
+	if (ret)
+		return ret;
 	snprintf(dir, sizeof(dir), "%s", path);
 	slash = strrchr(dir, '/');
 	if (slash && slash != dir) {
@@ -176,7 +205,7 @@ int pervma_cache_write(const char *path, const struct pervma_result *r)
 		return -ENOMEM;
 	}
 	fprintf(f, "# libmadvx: measured with the mmap_lock tracepoints (madvx-probe --measure)\n"
-		"boot_id %s\nper_vma_cold_pageout %d\n", boot_id, r->cold_pageout);
+		"%s\nper_vma_cold_pageout %d\n", key, r->cold_pageout);
 	if (r->uffd_tried)
 		fprintf(f, "per_vma_uffd %d\n", r->uffd);
 	if (fclose(f) || rename(tmp, path)) {
