@@ -46,16 +46,16 @@ cmd_w1check()
 
 cmd_bisect()
 {
-	local only='ksft/*' exec_args="" kernels=patched,nopvl-patched n total d p rc t0
-	local out row
+	local only='ksft/*' kernels=patched,nopvl-patched n total d p rc t0 e
+	local out row exec_args=()
 	while (($#)); do
 		case $1 in
 		--only) only=$2; shift ;;
 		--only=*) only=${1#*=} ;;
 		--kernels) kernels=$2; shift ;;
 		--kernels=*) kernels=${1#*=} ;;
-		--exec) exec_args=$2; shift ;;
-		--exec=*) exec_args=${1#*=} ;;
+		--exec) exec_args+=("$2"); shift ;;
+		--exec=*) exec_args+=("${1#*=}") ;;
 		-h | --help) usage; return 0 ;;
 		*) die "bisect: unknown argument $1" ;;
 		esac
@@ -89,12 +89,13 @@ cmd_bisect()
 			row+=$(printf ' %-8s %s' "$( ((rc == 0)) && echo PASS || echo FAIL)" \
 				"$(grep -o 'runs/[0-9TZ-]*' "$out/test-$n.log" | head -n 1)")
 		fi
-		if ((rc == 0)) && [[ -n $exec_args ]]; then
+		for e in "${!exec_args[@]}"; do
+			((rc == 0)) || break
 			# shellcheck disable=SC2086
-			MADVX_KERNEL_PATCHES=$d "$KDIR/run" exec --kernel patched --timeout 3000 $exec_args \
-				>"$out/exec-$n.log" 2>&1 || rc=4
-			row+=" exec $(grep -o 'runs/[0-9TZ-]*' "$out/exec-$n.log" | head -n 1)"
-		fi
+			MADVX_KERNEL_PATCHES=$d "$KDIR/run" exec --kernel patched --timeout 3000 \
+				${exec_args[$e]} >"$out/exec-$n-$e.log" 2>&1 || rc=4
+			row+=" exec $(grep -o 'runs/[0-9TZ-]*' "$out/exec-$n-$e.log" | head -n 1)"
+		done
 		echo "$row" >>"$out/summary.txt"
 		log "bisect: prefix $n: $row"
 		if ((rc)); then

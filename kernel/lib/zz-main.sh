@@ -33,6 +33,7 @@ usage: kernel/run [COMMAND] [OPTIONS]
               --kernels LIST   (default patched,nopvl-patched)
               --only GLOBS     tests to run (default ksft/*)
               --exec "BIN ARGS"  also run BIN on the patched kernel
+                               (repeatable; a boot per binary)
   w1check   VARIANT           rebuild the series' objects of a built
                               variant with W=1; fail on any warning
   fetch     [--refresh]       download + extract the source package
