@@ -47,7 +47,24 @@ MADVX_API const char *madvx_version(void);
  * off, so that every old-kernel fallback can be exercised on a new kernel.
  * Disabling a feature also disables the features that depend on it
  * ("io_uring" turns off "io_uring_madvise" too, "uffd" every uffd_* feature).
+ *
+ * per_vma_cold_pageout and per_vma_uffd only change how batches are planned
+ * (a wrong answer costs speed, never correctness), and the library cannot
+ * measure them without tracefs. They are on only where the running kernel is
+ * known to do it:
+ *  - measured: `madvx-probe --measure` (root, tracefs) counted the
+ *    mmap_lock acquisitions of those advices with the mmap_lock tracepoints
+ *    and wrote the result to the per-boot cache MADVX_PROBE_CACHE (default
+ *    MADVX_PROBE_CACHE_PATH), which the probe reads when its boot key is this
+ *    boot's (/proc/sys/kernel/random/boot_id; the btime of /proc/stat on
+ *    kernels without /proc/sys) and the file is owned by root or by the
+ *    caller and writable by nobody else;
+ *  - or assumed: listed in MADVX_ASSUME (comma-separated names, like
+ *    MADVX_DISABLE; other names are ignored), which wins over the cache.
+ * Debug counters (madvise_vma_lock_*) are never used to decide them.
  */
+#define MADVX_PROBE_CACHE_PATH "/run/madvx/probe-cache"
+
 enum madvx_feature {
 	/* process_madvise(2) works on the calling process (5.10; any advice: 6.13). */
 	MADVX_FEAT_PROCESS_MADVISE = 0,
@@ -86,21 +103,21 @@ enum madvx_feature {
 	/* UFFDIO_CONTINUE for shmem (UFFD_FEATURE_MINOR_SHMEM, 5.14). */
 	MADVX_FEAT_UFFD_MINOR_SHMEM,
 	/*
-	 * madvise_vma_lock_success/_fallback counters in /proc/vmstat: madvise
-	 * per-VMA lock hits and mmap_lock fallbacks are countable (the
-	 * kernel/patches series; CONFIG_PER_VMA_LOCK_STATS).
+	 * madvise_vma_lock_success/_fallback counters in /proc/vmstat (the
+	 * kernel/patches series with CONFIG_PER_VMA_LOCK_STATS, a kernel
+	 * debugging aid). Reported for tests and diagnostics only: the library
+	 * plans nothing from them.
 	 */
 	MADVX_FEAT_MADVISE_VMA_STATS,
 	/*
 	 * MADV_COLD/MADV_PAGEOUT take the per-VMA lock for single-VMA ranges of
-	 * the caller (kernel/patches series). Seen through the counters above,
-	 * so it needs MADVX_FEAT_MADVISE_VMA_STATS.
+	 * the caller (kernel/patches series). Measured or assumed (above).
 	 */
 	MADVX_FEAT_PER_VMA_COLD_PAGEOUT,
 	/*
-	 * madvise keeps the per-VMA lock on userfaultfd-registered VMAs whose
-	 * context did not ask for UFFD_EVENT_REMOVE (kernel/patches series).
-	 * Seen through the counters, so it needs MADVX_FEAT_MADVISE_VMA_STATS.
+	 * MADV_DONTNEED/FREE keep the per-VMA lock on userfaultfd-registered
+	 * VMAs whose context did not ask for UFFD_EVENT_REMOVE (kernel/patches
+	 * series). Measured or assumed (above); needs MADVX_FEAT_UFFD.
 	 */
 	MADVX_FEAT_PER_VMA_UFFD,
 	MADVX_FEAT__COUNT
@@ -223,6 +240,9 @@ struct madvx_kernel_info {
 	int unprivileged_userfaultfd;	/* vm.unprivileged_userfaultfd, -1 if absent */
 	enum madvx_thp_mode thp;	/* /sys/kernel/mm/transparent_hugepage/enabled */
 	uint32_t __pad1;		/* zero */
+	uint64_t assumed;		/* bit (1 << MADVX_FEAT_x): set by MADVX_ASSUME */
+	uint64_t measured;		/* bit (1 << MADVX_FEAT_x): answered by the per-boot
+					 * measurement cache (MADVX_PROBE_CACHE) */
 };
 
 /*

@@ -81,10 +81,19 @@ struct madvx_probe_state {
 	int unprivileged_userfaultfd;
 	enum madvx_thp_mode thp;
 	char release[65];
+	uint64_t assumed;	/* features MADVX_ASSUME turned on */
+	uint64_t measured;	/* features the per-boot measurement cache answered */
 };
 
 /* The cached probe; runs it on first call. Never NULL. */
 MADVX_HIDDEN const struct madvx_probe_state *madvx_probe(void);
+
+/*
+ * This boot's key line for the per-boot measurement cache: "boot_id <uuid>"
+ * (/proc/sys/kernel/random/boot_id), or "btime <seconds>" from /proc/stat on
+ * kernels without /proc/sys (CONFIG_PROC_SYSCTL=n). Returns 0 or -ENOENT.
+ */
+MADVX_HIDDEN int madvx_boot_key(char *buf, size_t size);
 
 static inline bool madvx_has(enum madvx_feature feat)
 {

@@ -20,6 +20,5 @@ static inline void madvx_iouring_probe(struct madvx_probe_state *st)
 #endif
 
 MADVX_HIDDEN void madvx_uffd_probe(struct madvx_probe_state *st);
-MADVX_HIDDEN int madvx_uffd_arm_scratch(void *addr, size_t len);
 
 #endif /* MADVX_PROBE_BACKENDS_H */

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -56,12 +57,13 @@ static const uint64_t feature_dependents[MADVX_FEAT__COUNT] = {
 		BIT(MADVX_FEAT_UFFD_POISON) | BIT(MADVX_FEAT_UFFD_WP) |
 		BIT(MADVX_FEAT_UFFD_WP_ASYNC) | BIT(MADVX_FEAT_UFFD_MINOR_SHMEM) |
 		BIT(MADVX_FEAT_PER_VMA_UFFD),
-	/* What the series puts on the per-VMA path is seen through the counters. */
+	/* What the series puts on the per-VMA path extends 6.17's. */
 	[MADVX_FEAT_PER_VMA_MADVISE] = BIT(MADVX_FEAT_PER_VMA_COLD_PAGEOUT) |
 		BIT(MADVX_FEAT_PER_VMA_UFFD),
-	[MADVX_FEAT_MADVISE_VMA_STATS] = BIT(MADVX_FEAT_PER_VMA_COLD_PAGEOUT) |
-		BIT(MADVX_FEAT_PER_VMA_UFFD),
 };
+
+/* Features that only steer planning: measured (boot cache) or assumed. */
+#define PLAN_FEATURES (BIT(MADVX_FEAT_PER_VMA_COLD_PAGEOUT) | BIT(MADVX_FEAT_PER_VMA_UFFD))
 
 /*
  * The advices the library knows, with the lock madvise() takes for each in
@@ -140,8 +142,8 @@ static bool wanted(const struct madvx_probe_state *st, enum madvx_feature f)
 	return !(st->disabled & BIT(f));
 }
 
-/* MADVX_DISABLE=name,name,...: unknown names are ignored (madvx-probe warns). */
-static uint64_t parse_disable(const char *env)
+/* name,name,... -> feature mask; unknown names are ignored (madvx-probe warns). */
+static uint64_t parse_names(const char *env)
 {
 	uint64_t mask = 0;
 	char buf[512];
@@ -156,6 +158,14 @@ static uint64_t parse_disable(const char *env)
 			if (!strcmp(tok, feature_names[f]))
 				mask |= BIT(f);
 	}
+	return mask;
+}
+
+/* MADVX_DISABLE=name,name,...: the named features and their dependents. */
+static uint64_t parse_disable(const char *env)
+{
+	uint64_t mask = parse_names(env);
+
 	/* Close over dependents (the table is at most two levels deep). */
 	for (int pass = 0; pass < 2; pass++)
 		for (int f = 0; f < MADVX_FEAT__COUNT; f++)
@@ -239,21 +249,6 @@ static bool vmstat_has(const char *key)
 	return false;
 }
 
-/* The value of "@key <n>" in /proc/vmstat, or -1 without such a line. */
-static long long vmstat_get(const char *key)
-{
-	char buf[16384];
-	size_t n = strlen(key);
-	const char *p;
-
-	if (read_small_file("/proc/vmstat", buf, sizeof(buf)) <= 0)
-		return -1;
-	for (p = buf; (p = strstr(p, key)); p += n)
-		if ((p == buf || p[-1] == '\n') && p[n] == ' ')
-			return strtoll(p + n + 1, NULL, 10);
-	return -1;
-}
-
 static bool probe_procmap_query(void)
 {
 	struct procmap_query q = { .size = sizeof(q) };
@@ -307,61 +302,126 @@ static long madv_scratch(int advice)
 	return ret;
 }
 
-/*
- * Does MADV_COLD take the per-VMA lock here (kernel/patches, patch 1)? The
- * madvise_vma_lock_success counter tells without tracefs: a kernel that takes
- * mmap_lock for MADV_COLD does not touch it, so COLD_PROBES single-VMA calls
- * on a scratch page must add at least COLD_PROBES. The counter is global:
- * other processes' per-VMA madvise calls in the same few microseconds could
- * make up the difference, and then a COLD batch is planned per-VMA on a
- * kernel that takes mmap_lock for it - slower, never wrong. The patch
- * converts MADV_PAGEOUT together with MADV_COLD; one probe stands for both.
- */
-#define VMA_LOCK_PROBES 16
-static bool runs_per_vma(void *p, int advice)
+/* The "btime" of /proc/stat (boot time, seconds since the epoch), or -1. */
+static long long read_btime(void)
 {
-	long long before, after;
-	bool ok = true;
+	char buf[4096 + 64];
+	int fd = open("/proc/stat", O_RDONLY | O_CLOEXEC), e = errno;
+	long long btime = -1;
+	size_t keep = 0, total;
+	const char *p;
+	ssize_t n;
 
-	before = vmstat_get("madvise_vma_lock_success");
-	for (int i = 0; i < VMA_LOCK_PROBES && ok; i++)
-		ok = madvx_sys_madvise((uintptr_t)p, madvx_page_size(), advice) == 0;
-	after = vmstat_get("madvise_vma_lock_success");
-	return ok && before >= 0 && after - before >= VMA_LOCK_PROBES;
-}
-
-static bool probe_cold_per_vma(void)
-{
-	void *p = scratch_map(MADV_COLD);
-	bool ok;
-
-	if (!p)
-		return false;
-	ok = runs_per_vma(p, MADV_COLD);
-	munmap(p, madvx_page_size());
-	return ok;
-}
-
-/*
- * Does MADV_DONTNEED keep the per-VMA lock on a userfaultfd-registered VMA
- * whose context did not ask for UFFD_EVENT_REMOVE (kernel/patches, patch 6)?
- * Same counter argument as above, on a scratch page registered MISSING.
- */
-static bool probe_uffd_per_vma(void)
-{
-	void *p = scratch_map(MADV_DONTNEED);
-	int fd;
-	bool ok = false;
-
-	if (!p)
-		return false;
-	fd = madvx_uffd_arm_scratch(p, madvx_page_size());
-	if (fd >= 0) {
-		ok = runs_per_vma(p, MADV_DONTNEED);
-		close(fd);
+	if (fd < 0) {
+		errno = e;
+		return -1;
 	}
-	munmap(p, madvx_page_size());
-	return ok;
+	/* The line comes after per-CPU and interrupt lines: read in chunks. */
+	while (btime < 0 && (n = read(fd, buf + keep, sizeof(buf) - 64 - 1)) > 0) {
+		total = keep + n;
+		buf[total] = 0;
+		p = strstr(buf, "\nbtime ");
+		if (p && strchr(p + 7, '\n')) {
+			btime = strtoll(p + 7, NULL, 10);
+			break;
+		}
+		keep = total < 64 ? total : 64;
+		memmove(buf, buf + total - keep, keep);
+	}
+	close(fd);
+	errno = e;
+	return btime;
+}
+
+int madvx_boot_key(char *buf, size_t size)
+{
+	long long btime;
+	char id[64];
+
+	if (read_small_file("/proc/sys/kernel/random/boot_id", id, sizeof(id)) > 0) {
+		id[strcspn(id, "\n")] = 0;
+		snprintf(buf, size, "boot_id %s", id);
+		return 0;
+	}
+	btime = read_btime();
+	if (btime < 0)
+		return -ENOENT;
+	snprintf(buf, size, "btime %lld", btime);
+	return 0;
+}
+
+/*
+ * The per-boot measurement cache (see madvx.h): "key value" lines written by
+ * madvx-probe --measure. It counts only if it is this boot's (a line equal
+ * to madvx_boot_key()), owned by root or by us and writable by nobody else;
+ * then each "<feature> 0|1" line of a planning feature answers that feature.
+ * Sets *@measured to the features it answered and returns those that are on.
+ */
+static uint64_t read_boot_cache(uint64_t *measured)
+{
+	const char *path = getenv("MADVX_PROBE_CACHE");
+	char buf[1024], boot[96], key[64];
+	uint64_t on = 0;
+	struct stat sb;
+	const char *line;
+	int fd, e = errno, val;
+	ssize_t n;
+	bool this_boot = false;
+
+	*measured = 0;
+	if (!path || !*path)
+		path = MADVX_PROBE_CACHE_PATH;
+	if (madvx_boot_key(boot, sizeof(boot)))
+		return 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0) {
+		errno = e;
+		return 0;
+	}
+	n = -1;
+	if (!fstat(fd, &sb) && S_ISREG(sb.st_mode) &&
+	    (sb.st_uid == 0 || sb.st_uid == geteuid()) && !(sb.st_mode & 022))
+		n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	errno = e;
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	/* One line must be this boot's key. */
+	for (line = buf; line && !this_boot;
+	     line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+		this_boot = !strncmp(line, boot, strlen(boot)) &&
+			    (line[strlen(boot)] == '\n' || !line[strlen(boot)]);
+	if (!this_boot)
+		return 0;
+	for (line = buf; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		if (sscanf(line, "%63s %d", key, &val) != 2)
+			continue;
+		for (int f = 0; f < MADVX_FEAT__COUNT; f++) {
+			if (!(PLAN_FEATURES & BIT(f)) || strcmp(key, feature_names[f]))
+				continue;
+			*measured |= BIT(f);
+			if (val == 1)
+				on |= BIT(f);
+		}
+	}
+	return on;
+}
+
+/*
+ * per_vma_cold_pageout and per_vma_uffd: MADVX_ASSUME wins, else the boot
+ * cache; without either they stay off.
+ */
+static void probe_plan_features(struct madvx_probe_state *st)
+{
+	uint64_t measured, cached = read_boot_cache(&measured);
+
+	st->assumed = parse_names(getenv("MADVX_ASSUME")) & PLAN_FEATURES;
+	st->measured = measured & ~st->assumed;
+	st->features |= st->assumed | (cached & st->measured);
+	/* A uffd answer is moot where this process cannot use userfaultfd. */
+	if (!(st->features & BIT(MADVX_FEAT_UFFD)))
+		st->features &= ~BIT(MADVX_FEAT_PER_VMA_UFFD);
 }
 
 /*
@@ -454,17 +514,9 @@ static void run_probe(void)
 	if (wanted(st, MADVX_FEAT_MADVISE_VMA_STATS))
 		set_feature(st, MADVX_FEAT_MADVISE_VMA_STATS,
 			    vmstat_has("madvise_vma_lock_success"));
-	if (wanted(st, MADVX_FEAT_PER_VMA_COLD_PAGEOUT) &&
-	    (st->features & BIT(MADVX_FEAT_MADVISE_VMA_STATS)) &&
-	    (st->features & BIT(MADVX_FEAT_PER_VMA_MADVISE)))
-		set_feature(st, MADVX_FEAT_PER_VMA_COLD_PAGEOUT, probe_cold_per_vma());
 	madvx_iouring_probe(st);
 	madvx_uffd_probe(st);
-	if (wanted(st, MADVX_FEAT_PER_VMA_UFFD) &&
-	    (st->features & BIT(MADVX_FEAT_UFFD)) &&
-	    (st->features & BIT(MADVX_FEAT_MADVISE_VMA_STATS)) &&
-	    (st->features & BIT(MADVX_FEAT_PER_VMA_MADVISE)))
-		set_feature(st, MADVX_FEAT_PER_VMA_UFFD, probe_uffd_per_vma());
+	probe_plan_features(st);
 
 	/* A disabled feature is off whatever its probe found. */
 	st->features &= ~st->disabled;
@@ -586,6 +638,8 @@ MADVX_API int madvx_kernel_info_get(struct madvx_kernel_info *info)
 	full.io_uring_disabled = st->io_uring_disabled;
 	full.unprivileged_userfaultfd = st->unprivileged_userfaultfd;
 	full.thp = st->thp;
+	full.assumed = st->assumed & ~st->disabled;
+	full.measured = st->measured & ~st->disabled;
 
 	n = info->size < sizeof(full) ? info->size : sizeof(full);
 	memcpy((char *)info + sizeof(info->size), (char *)&full + sizeof(full.size),

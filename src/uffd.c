@@ -117,32 +117,6 @@ void madvx_uffd_probe(struct madvx_probe_state *st)
 		close(dev_fd);
 }
 
-/*
- * For the probe: a userfaultfd without features (so without
- * UFFD_EVENT_REMOVE), @len bytes at @addr registered MISSING. Returns the fd
- * (closing it unregisters) or -errno.
- */
-int madvx_uffd_arm_scratch(void *addr, size_t len)
-{
-	struct uffdio_api api;
-	struct uffdio_register reg = {
-		.range = { .start = (uintptr_t)addr, .len = len },
-		.mode = UFFDIO_REGISTER_MODE_MISSING,
-	};
-	bool umo = false;
-	int fd = open_uffd_syscall(&umo, O_NONBLOCK);
-
-	if (fd < 0)
-		fd = open_uffd_dev(O_NONBLOCK);
-	if (fd < 0)
-		return fd;
-	if (uffd_handshake(fd, &api) || madvx_sys_ioctl(fd, UFFDIO_REGISTER, &reg)) {
-		close(fd);
-		return -EOPNOTSUPP;
-	}
-	return fd;
-}
-
 /* ---------------------------------------------------------------------- */
 /* The handle                                                              */
 /* ---------------------------------------------------------------------- */

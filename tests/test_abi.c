@@ -82,7 +82,7 @@ int main(void)
 		return 77;
 	}
 
-	CHECK(madvx_kernel_info, 128,
+	CHECK(madvx_kernel_info, 144,
 	      F(madvx_kernel_info, size, 0, 8),
 	      F(madvx_kernel_info, release, 8, 65),
 	      F(madvx_kernel_info, __pad0, 73, 3),
@@ -94,7 +94,9 @@ int main(void)
 	      F(madvx_kernel_info, io_uring_disabled, 112, 4),
 	      F(madvx_kernel_info, unprivileged_userfaultfd, 116, 4),
 	      F(madvx_kernel_info, thp, 120, 4),
-	      F(madvx_kernel_info, __pad1, 124, 4));
+	      F(madvx_kernel_info, __pad1, 124, 4),
+	      F(madvx_kernel_info, assumed, 128, 8),
+	      F(madvx_kernel_info, measured, 136, 8));
 
 	CHECK(madvx_hint, 56,
 	      F(madvx_hint, addr, 0, 8),

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 
@@ -227,6 +228,94 @@ START_TEST(api_rejects_bad_input)
 }
 END_TEST
 
+/*
+ * per_vma_cold_pageout and per_vma_uffd come from MADVX_ASSUME or from the
+ * per-boot measurement cache, never from a probe of debug counters: each
+ * case runs the probe afresh in a child with the given cache and list.
+ */
+static char cache_path[64];
+
+/* Write a cache file with key line @key (NULL: this boot's) and @body, @mode. */
+static void write_cache(const char *key, const char *body, mode_t mode)
+{
+	char boot[96];
+	FILE *f;
+
+	if (!key) {
+		ck_assert_int_eq(madvx_boot_key(boot, sizeof(boot)), 0);
+		key = boot;
+	}
+	snprintf(cache_path, sizeof(cache_path), "/tmp/madvx-test-probe-cache.%d", (int)getpid());
+	f = fopen(cache_path, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "# test\n%s\n%s", key, body);
+	fclose(f);
+	ck_assert_int_eq(chmod(cache_path, mode), 0);
+}
+
+/* In a fresh child: per_vma_cold_pageout must be @want, from @src (assumed/measured/0). */
+static void expect_cold(const char *cache, const char *assume, bool want, int src)
+{
+	int status;
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct madvx_kernel_info ki = { .size = sizeof(ki) };
+		uint64_t bit = 1ULL << MADVX_FEAT_PER_VMA_COLD_PAGEOUT;
+
+		setenv("MADVX_PROBE_CACHE", cache, 1);
+		if (assume)
+			setenv("MADVX_ASSUME", assume, 1);
+		else
+			unsetenv("MADVX_ASSUME");
+		unsetenv("MADVX_DISABLE");
+		if (madvx_kernel_info_get(&ki))
+			_exit(10);
+		if ((madvx_feature_supported(MADVX_FEAT_PER_VMA_COLD_PAGEOUT) > 0) != want)
+			_exit(11);
+		if ((madvx_advice_lock(MADV_COLD) == MADVX_LOCK_PER_VMA) !=
+		    (want && madvx_feature_supported(MADVX_FEAT_PER_VMA_MADVISE) > 0))
+			_exit(12);
+		if (!!(ki.assumed & bit) != (src == 'a') || !!(ki.measured & bit) != (src == 'm'))
+			_exit(13);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "cache %s, MADVX_ASSUME=%s: exit status 0x%x", cache,
+		      assume ? assume : "(unset)", status);
+}
+
+START_TEST(plan_features_need_measurement_or_assumption)
+{
+	/* Neither: off, whatever this kernel does and whatever it counts. */
+	expect_cold("/nonexistent/madvx-cache", NULL, false, 0);
+	expect_cold("/nonexistent/madvx-cache", "per_vma_cold_pageout", true, 'a');
+	/* Other names in MADVX_ASSUME are ignored. */
+	expect_cold("/nonexistent/madvx-cache", "process_madvise,uffd", false, 0);
+}
+END_TEST
+
+START_TEST(boot_cache_is_read_for_this_boot_only)
+{
+	write_cache(NULL, "per_vma_cold_pageout 1\nper_vma_uffd 0\n", 0644);
+	expect_cold(cache_path, NULL, true, 'm');
+	write_cache(NULL, "per_vma_cold_pageout 0\n", 0644);
+	expect_cold(cache_path, NULL, false, 'm');
+	/* MADVX_ASSUME wins over a measurement. */
+	expect_cold(cache_path, "per_vma_cold_pageout", true, 'a');
+	/* Another boot's cache, or one anybody may write, is ignored. */
+	write_cache("boot_id 00000000-0000-0000-0000-000000000000", "per_vma_cold_pageout 1\n", 0644);
+	expect_cold(cache_path, NULL, false, 0);
+	write_cache("btime 1", "per_vma_cold_pageout 1\n", 0644);
+	expect_cold(cache_path, NULL, false, 0);
+	write_cache(NULL, "per_vma_cold_pageout 1\n", 0666);
+	expect_cold(cache_path, NULL, false, 0);
+	unlink(cache_path);
+}
+END_TEST
+
 /* An old caller's smaller struct: fields past its size are left untouched. */
 START_TEST(kernel_info_respects_size)
 {
@@ -277,6 +366,8 @@ int main(void)
 	tcase_add_test(tc, api_rejects_bad_input);
 	tcase_add_test(tc, kernel_info_respects_size);
 	tcase_add_test(tc, lock_table_follows_version);
+	tcase_add_test(tc, plan_features_need_measurement_or_assumption);
+	tcase_add_test(tc, boot_cache_is_read_for_this_boot_only);
 	suite_add_tcase(s, tc);
 	return test_run_suite(s);
 }

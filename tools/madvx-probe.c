@@ -13,6 +13,7 @@
 
 #include <madvx.h>
 
+#include "pervma-measure.h"
 #include "probe-verify.h"
 
 static const char *const thp_names[] = {
@@ -50,10 +51,10 @@ static const char *yes_no(int v)
 	return v > 0 ? "yes" : "no";
 }
 
-/* Warn about MADVX_DISABLE names the library does not know (it ignores them). */
-static void check_disable_env(void)
+/* Warn about names in @var the library does not know (it ignores them). */
+static void check_names_env(const char *var, bool plan_only)
 {
-	const char *env = getenv("MADVX_DISABLE");
+	const char *env = getenv(var);
 	char buf[512], *save = NULL;
 
 	if (!env)
@@ -63,10 +64,33 @@ static void check_disable_env(void)
 		int f, known = 0;
 
 		for (f = 0; f < MADVX_FEAT__COUNT; f++)
-			known |= !strcmp(t, madvx_feature_name(f));
+			if (!strcmp(t, madvx_feature_name(f)))
+				known = !plan_only || f == MADVX_FEAT_PER_VMA_COLD_PAGEOUT ||
+					f == MADVX_FEAT_PER_VMA_UFFD;
 		if (!known)
-			fprintf(stderr, "madvx-probe: MADVX_DISABLE: unknown feature '%s'\n", t);
+			fprintf(stderr, "madvx-probe: %s: %s '%s' (ignored)\n", var,
+				plan_only ? "not a planning feature" : "unknown feature", t);
 	}
+}
+
+/* Where the answer for @f came from. */
+static const char *source(const struct madvx_kernel_info *ki, int f)
+{
+	uint64_t bit = 1ULL << f;
+
+	if (madvx_feature_disabled(f) > 0)
+		return "MADVX_DISABLE";
+	if (ki->assumed & bit)
+		return "MADVX_ASSUME";
+	if (ki->measured & bit)
+		return "measured (per-boot cache)";
+	if (f == MADVX_FEAT_PER_VMA_COLD_PAGEOUT || f == MADVX_FEAT_PER_VMA_UFFD)
+		return "not measured (madvx-probe --measure as root, or MADVX_ASSUME)";
+	if (f == MADVX_FEAT_IO_URING_BUILT)
+		return "build";
+	if (f == MADVX_FEAT_PER_VMA_MADVISE)
+		return "kernel version";
+	return "probe";
 }
 
 static void print_table(const struct madvx_kernel_info *ki)
@@ -74,11 +98,11 @@ static void print_table(const struct madvx_kernel_info *ki)
 	int adv[64], n = madvx_advice_list(adv, 64);
 
 	printf("libmadvx %s on Linux %s\n\n", madvx_version(), ki->release);
-	printf("%-22s %-4s %s\n", "feature", "", "note");
+	printf("%-22s %-4s %s\n", "feature", "", "source");
 	for (int f = 0; f < MADVX_FEAT__COUNT; f++)
 		printf("%-22s %-4s %s\n", madvx_feature_name(f),
-		       yes_no(madvx_feature_supported(f)),
-		       madvx_feature_disabled(f) > 0 ? "(forced off by MADVX_DISABLE)" : "");
+		       yes_no(madvx_feature_supported(f)), source(ki, f));
+	printf("%-22s %s\n", "measurement cache", pervma_cache_path());
 	printf("\n%-22s %s\n", "THP", thp_names[ki->thp]);
 	printf("%-22s %d\n", "io_uring_disabled", ki->io_uring_disabled);
 	printf("%-22s %s (MADVX_ASYNC_BACKEND overrides)\n", "async backend",
@@ -109,6 +133,13 @@ static void print_json(const struct madvx_kernel_info *ki, const char *verify_er
 		printf("%s", f ? "," : "");
 		json_str(madvx_feature_name(f));
 		printf(":%s", madvx_feature_supported(f) > 0 ? "true" : "false");
+	}
+	printf("},\"sources\":{");
+	for (int f = 0; f < MADVX_FEAT__COUNT; f++) {
+		printf("%s", f ? "," : "");
+		json_str(madvx_feature_name(f));
+		printf(":");
+		json_str(source(ki, f));
 	}
 	printf("},\"disabled\":[");
 	for (int f = 0, first = 1; f < MADVX_FEAT__COUNT; f++) {
@@ -153,11 +184,53 @@ static int finish(int ret)
 	return ret;
 }
 
+/* --measure: 0, or non-zero with the reason on stderr. */
+static int measure_and_cache(void)
+{
+	const char *path = pervma_cache_path();
+	struct pervma_result r;
+	struct locktrace lt;
+	int ret = locktrace_open(&lt);
+
+	if (ret) {
+		fprintf(stderr, "madvx-probe: --measure cannot measure here: %s\n", lt.why);
+		return ret;
+	}
+	ret = pervma_measure(&lt, &r);
+	locktrace_close(&lt);
+	if (ret) {
+		fprintf(stderr, "madvx-probe: --measure: %s\n", strerror(-ret));
+		return ret;
+	}
+	ret = pervma_cache_write(path, &r);
+	if (ret) {
+		fprintf(stderr, "madvx-probe: --measure: cannot write %s: %s\n", path,
+			strerror(-ret));
+		return ret;
+	}
+	fprintf(stderr, "madvx-probe: measured: MADV_COLD %llu, MADV_PAGEOUT %llu mmap_lock "
+		"acquisitions per %d single-VMA calls (fewest of 3); MADV_DONTNEED on a uffd VMA: ",
+		r.cold_acq, r.pageout_acq, 4);
+	if (r.uffd_tried)
+		fprintf(stderr, "%llu\n", r.uffd_acq);
+	else
+		fprintf(stderr, "not measured (no userfaultfd)\n");
+	fprintf(stderr, "madvx-probe: wrote %s\n", path);
+	return 0;
+}
+
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: madvx-probe [--json] [--verify] [--version] [--help]\n"
-		"  Prints what the running kernel offers libmadvx and which lock\n"
-		"  each madvise advice takes. MADVX_DISABLE=name,... forces features off.\n"
+	fprintf(out, "usage: madvx-probe [--json] [--verify] [--measure] [--version] [--help]\n"
+		"  Prints what the running kernel offers libmadvx, where each answer\n"
+		"  came from, and which lock each madvise advice takes.\n"
+		"  MADVX_DISABLE=name,... forces features off; MADVX_ASSUME=name,...\n"
+		"  turns planning features (per_vma_cold_pageout, per_vma_uffd) on.\n"
+		"  --measure (root) measure the planning features with the mmap_lock\n"
+		"            tracepoints and write them to the per-boot cache\n"
+		"            ($MADVX_PROBE_CACHE, default " MADVX_PROBE_CACHE_PATH "),\n"
+		"            which every process using libmadvx then reads; exit 77\n"
+		"            when it cannot measure.\n"
 		"  --verify  (root) also measure the lock each advice takes, with the\n"
 		"            mmap_lock tracepoints, on scratch mappings in one and in two\n"
 		"            VMAs (JSON: \"lock_measured\" per advice). Exit 77 with the\n"
@@ -174,11 +247,12 @@ int main(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "verify", no_argument, NULL, 'v' },
 		{ "version", no_argument, NULL, 'V' },
+		{ "measure", no_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct madvx_kernel_info ki = { .size = sizeof(ki) };
-	int json = 0, c, ret = 0;
+	int json = 0, measure = 0, c, ret = 0;
 	char why[256];
 	const char *verify_error = NULL;
 
@@ -189,6 +263,9 @@ int main(int argc, char **argv)
 			break;
 		case 'v':
 			verify = 1;
+			break;
+		case 'M':
+			measure = 1;
 			break;
 		case 'V':
 			printf("madvx-probe (libmadvx) %s\n", madvx_version());
@@ -206,7 +283,11 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	check_disable_env();
+	check_names_env("MADVX_DISABLE", false);
+	check_names_env("MADVX_ASSUME", true);
+	/* Before the library's probe runs, so that it reads the new cache. */
+	if (measure && measure_and_cache())
+		return 77;
 	if (madvx_kernel_info_get(&ki)) {
 		fprintf(stderr, "madvx-probe: madvx_kernel_info_get failed\n");
 		return 1;

@@ -5,6 +5,9 @@
 #   base     pristine source, config/base.config
 #   patched  pristine + kernel/patches/*.patch, config/base.config
 #   debug    pristine + kernel/patches/*.patch, base.config + debug.config
+#   nopvl-base, nopvl-patched
+#            as base and patched, + nopvl.config: a uniprocessor kernel,
+#            hence without CONFIG_PER_VMA_LOCK (test --full)
 #
 # Build dirs are per variant ($CACHE/build/<debver>/<variant>) and stamped
 # with a key: sha256 of (package version, series, fragments, BUILD_FORMAT).
@@ -39,21 +42,31 @@ series_hash()
 	(for p in $files; do basename "$p"; sha256sum <"$p"; done) | sha256sum | cut -c1-16
 }
 
+VARIANTS="base patched debug nopvl-base nopvl-patched"
+
 variant_fragments()
 {
 	case $1 in
 	base | patched) echo "$KDIR/config/base.config" ;;
 	debug) echo "$KDIR/config/base.config $KDIR/config/debug.config" ;;
-	*) die "unknown variant '$1' (base, patched, debug)" ;;
+	nopvl-base | nopvl-patched) echo "$KDIR/config/base.config $KDIR/config/nopvl.config" ;;
+	*) die "unknown variant '$1' ($VARIANTS)" ;;
 	esac
+}
+
+# Does the variant run the pristine source?
+variant_is_base()
+{
+	[[ $1 = base || $1 = nopvl-base ]]
 }
 
 variant_series()
 {
-	case $1 in
-	base) echo none ;;
-	*) series_hash ;;
-	esac
+	if variant_is_base "$1"; then
+		echo none
+	else
+		series_hash
+	fi
 }
 
 variant_key()
@@ -76,6 +89,8 @@ variant_builddir()
 	local v=$1
 	if [[ $v = patched && $(series_hash) = none ]]; then
 		v=base
+	elif [[ $v = nopvl-patched && $(series_hash) = none ]]; then
+		v=nopvl-base
 	fi
 	echo "$CACHE/build/${DEBVER//[~+:]/_}/$v"
 }
@@ -85,7 +100,7 @@ variant_builddir()
 variant_srcdir()
 {
 	local v=$1
-	if [[ $v = base || $(series_hash) = none ]]; then
+	if variant_is_base "$v" || [[ $(series_hash) = none ]]; then
 		echo "$SRC_PRISTINE"
 		return
 	fi
@@ -174,22 +189,28 @@ prepare_patched_tree()
 }
 
 # Fail loudly unless every CONFIG_x=y/value of the fragments made it into
-# .config (=n lines must end up unset).
+# .config (=n lines must end up unset).  A later fragment overrides an
+# earlier one (nopvl.config turns SMP off).
 check_config()
 {
-	local cfg=$1 frag line sym val missing=()
+	local cfg=$1 frag line sym val missing=() order=()
+	local -A want
 	shift
 	for frag in "$@"; do
 		while IFS= read -r line; do
 			[[ $line =~ ^(CONFIG_[A-Za-z0-9_]+)=(.*)$ ]] || continue
 			sym=${BASH_REMATCH[1]}
-			val=${BASH_REMATCH[2]}
-			if [[ $val = n ]]; then
-				grep -q "^$sym=" "$cfg" && missing+=("$sym=n (is $(grep "^$sym=" "$cfg" | cut -d= -f2))")
-			elif ! grep -qx "$sym=$val" "$cfg"; then
-				missing+=("$sym=$val (is $(grep "^$sym=" "$cfg" | cut -d= -f2 || true))")
-			fi
+			[[ -n ${want[$sym]+x} ]] || order+=("$sym")
+			want[$sym]=${BASH_REMATCH[2]}
 		done <"$frag"
+	done
+	for sym in "${order[@]}"; do
+		val=${want[$sym]}
+		if [[ $val = n ]]; then
+			grep -q "^$sym=" "$cfg" && missing+=("$sym=n (is $(grep "^$sym=" "$cfg" | cut -d= -f2))")
+		elif ! grep -qx "$sym=$val" "$cfg"; then
+			missing+=("$sym=$val (is $(grep "^$sym=" "$cfg" | cut -d= -f2 || true))")
+		fi
 	done
 	if ((${#missing[@]})); then
 		printf '  missing: %s\n' "${missing[@]}" >&2
@@ -278,7 +299,7 @@ cmd_build()
 		case $1 in
 		--variant) variants+=("$2"); shift ;;
 		--variant=*) variants+=("${1#*=}") ;;
-		base | patched | debug) variants+=("$1") ;;
+		base | patched | debug | nopvl-base | nopvl-patched) variants+=("$1") ;;
 		*) die "build: unknown argument $1" ;;
 		esac
 		shift

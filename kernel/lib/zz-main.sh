@@ -16,13 +16,26 @@ usage: kernel/run [COMMAND] [OPTIONS]
               --skip GLOBS     do not run these tests
               --serial         boot the kernels one after the other
                                (default: at the same time)
+              --full           the full matrix: base, debug, and the
+                               uniprocessor kernels without
+                               CONFIG_PER_VMA_LOCK, nopvl-base and
+                               nopvl-patched (not CI: two more builds)
   exec      boot a kernel and run one static binary in it, print its output
               --kernel LIST    variants (default debug; "all" = base,patched,debug)
               --timeout S      per-binary timeout in the guest (default 300)
               BINARY [ARGS...] (arguments without spaces)
   shell     boot a kernel with a busybox shell on this terminal
               --kernel VARIANT (default debug)
-  build     [base|patched|debug ...]  build kernels (default base debug)
+  build     [base|patched|debug|nopvl-base|nopvl-patched ...]
+                              build kernels (default base debug)
+  bisect    every prefix of the series: build the kernels, W=1-check the
+            C files the prefix touches, boot them and run the tests
+              --kernels LIST   (default patched,nopvl-patched)
+              --only GLOBS     tests to run (default ksft/*)
+              --exec "BIN ARGS"  also run BIN on the patched kernel
+                               (repeatable; a boot per binary)
+  w1check   VARIANT           rebuild the series' objects of a built
+                              variant with W=1; fail on any warning
   fetch     [--refresh]       download + extract the source package
   initramfs                   build the test initramfs only
   deps                        install missing Debian packages
@@ -108,6 +121,7 @@ cmd_test()
 		--skip) skip=$2; shift ;;
 		--skip=*) skip=${1#*=} ;;
 		--serial) serial=1 ;;
+		--full) kernels=base,debug,nopvl-base,nopvl-patched ;;
 		-h | --help) usage; return 0 ;;
 		*) die "test: unknown argument $1" ;;
 		esac
@@ -294,6 +308,8 @@ main()
 	initramfs) cmd_deps; cmd_fetch; build_initramfs ;;
 	deps) cmd_deps ;;
 	selftest) cmd_selftest "$@" ;;
+	bisect) cmd_deps; cmd_fetch; cmd_bisect "$@" ;;
+	w1check) cmd_fetch; cmd_w1check "$@" ;;
 	parse) cmd_parse "$@" ;;
 	-h | --help | help) usage ;;
 	*) usage >&2; die "unknown command $cmd" ;;

@@ -9,6 +9,9 @@
  *   madv-series vector  [calls] [writers]  process_madvise(DONTNEED), 1024
  *                                          entries over 1024 VMAs, the first
  *                                          entry spanning two VMAs
+ *   madv-series vector_cross [calls] [writers]
+ *                                          the same with every entry spanning
+ *                                          two VMAs (none can use a VMA lock)
  *   madv-series counters                   1,000 single-VMA + 1,000 two-VMA
  *                                          MADV_DONTNEED calls
  *   madv-series uffd    [pages] [writers]  touch pages of a userfaultfd (MISSING)
@@ -244,15 +247,16 @@ static void touch(char *p, size_t len)
 static int run_all(const char *self, const char *calls, const char *writers)
 {
 	static const char *const modes[] = {
-		"counters", "cold", "pageout", "vector", "uffd",
+		"counters", "cold", "pageout", "vector", "vector_cross", "uffd",
 		"uffd_dontneed", "uffd_dontneed_remove",
 	};
 	int rc = 0;
 
 	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
-		bool fixed = !strcmp(modes[i], "vector") || !strcmp(modes[i], "uffd");
+		bool vec = !strncmp(modes[i], "vector", 6);
+		bool fixed = vec || !strcmp(modes[i], "uffd");
 		const char *w = fixed ? "4" : writers;
-		const char *c = !strcmp(modes[i], "vector") ? "200" :
+		const char *c = vec ? "200" :
 				!strcmp(modes[i], "uffd") ? "4096" : calls;
 		int status;
 		pid_t pid;
@@ -286,6 +290,8 @@ int main(int argc, char **argv)
 	size_t len = 0;
 	char *p = NULL;
 	bool uffd_dn = !strncmp(mode, "uffd_dontneed", 13);
+	bool vec = !strncmp(mode, "vector", 6);
+	bool cross = !strcmp(mode, "vector_cross");
 
 	if (!strcmp(mode, "all"))
 		return run_all("/proc/self/exe", argc > 2 ? argv[2] : "10000",
@@ -294,7 +300,7 @@ int main(int argc, char **argv)
 		len = 2UL << 20;
 	} else if (!strcmp(mode, "pageout")) {
 		len = 16 * PG;
-	} else if (!strcmp(mode, "vector")) {
+	} else if (!strcmp(mode, "vector") || cross) {
 		/* 1025 one-page VMAs: alternate protections keep them apart. */
 		len = (NVEC + 1) * PG;
 		if (calls == 10000)
@@ -313,7 +319,7 @@ int main(int argc, char **argv)
 		calls = 1000;
 		nwriters = 0;
 	} else {
-		fprintf(stderr, "usage: %s cold|pageout|vector|counters|uffd|uffd_dontneed[_remove] [calls] [writers]\n",
+		fprintf(stderr, "usage: %s cold|pageout|vector[_cross]|counters|uffd|uffd_dontneed[_remove] [calls] [writers]\n",
 			argv[0]);
 		return 2;
 	}
@@ -328,7 +334,7 @@ int main(int argc, char **argv)
 		if (uffd_dn)	/* a GC heap: registered after it was populated */
 			uffd_setup(p, len, &uffd_thread);
 	}
-	if (!strcmp(mode, "vector") || !strcmp(mode, "counters")) {
+	if (vec || !strcmp(mode, "counters")) {
 		for (size_t i = 1; i < len / PG; i += 2)
 			if (mprotect(p + i * PG, PG, PROT_READ))
 				die("mprotect");
@@ -339,6 +345,8 @@ int main(int argc, char **argv)
 		for (int i = 0; i < NVEC; i++)
 			iov[i] = (struct iovec){ p + i * PG, PG };
 		iov[0].iov_len = 2 * PG;	/* spans VMAs 0 and 1 */
+		for (int i = 1; cross && i < NVEC; i++)
+			iov[i].iov_len = 2 * PG;
 	}
 	for (int i = 0; i < nwriters; i++)
 		if (pthread_create(&tids[i], NULL, writer, NULL))
@@ -363,16 +371,16 @@ int main(int argc, char **argv)
 			ret = madvise(p, len, MADV_PAGEOUT);
 		else if (uffd_dn)
 			ret = madvise(p, len, MADV_DONTNEED);
-		else if (!strcmp(mode, "vector"))
+		else if (vec)
 			ret = syscall(__NR_process_madvise, pidfd, iov, NVEC, MADV_DONTNEED, 0) ==
-			      (long)((NVEC + 1) * PG) ? 0 : -1;
+			      (long)((cross ? 2 * NVEC : NVEC + 1) * PG) ? 0 : -1;
 		else
 			ret = madvise(p, PG, MADV_DONTNEED);
 		t_calls += now() - t0;
 		w_in_calls += atomic_load(&writer_iters) - w0;
 		if (ret)
 			errors++;
-		if (!strcmp(mode, "vector"))	/* the writable VMAs; faults take VMA locks */
+		if (vec)	/* the writable VMAs; faults take VMA locks */
 			for (size_t o = 0; o < len; o += 2 * PG)
 				p[o] = 1;
 	}

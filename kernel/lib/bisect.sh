@@ -1,0 +1,108 @@
+# SPDX-License-Identifier: MIT
+# kernel/run bisect: every prefix of the series builds without W=1 warnings
+# in the files it touches (base.config and the no-PER_VMA_LOCK config),
+# boots, and passes the selected tests (sourced by kernel/run).
+
+# C files the patches of $PATCH_DIR touch (from their diff headers).
+series_c_files()
+{
+	local p
+	for p in $(series_files); do
+		sed -n 's|^+++ b/\(.*\.c\)$|\1|p' "$p"
+	done | sort -u
+}
+
+# W=1 rebuild of the touched objects of one variant's build dir (the tree
+# must be at the state the variant was built from); fails on any warning.
+cmd_w1check()
+{
+	local v=${1:?w1check: which variant?} bdir src f objs=() log
+	bdir=$(variant_builddir "$v")
+	[[ -f $bdir/.config ]] || die "w1check: $v is not built"
+	src=$(variant_srcdir "$v")
+	lock "build-$(basename "$bdir")"
+	lock tree -s
+	for f in $(series_c_files); do
+		# Only objects this config compiles.
+		[[ -f $bdir/${f%.c}.o ]] || continue
+		rm -f "$bdir/${f%.c}.o"
+		objs+=("${f%.c}.o")
+	done
+	log=$bdir/madvx-w1.log
+	if ((${#objs[@]})); then
+		kmake "$src" "$bdir" W=1 "${objs[@]}" >"$log" 2>&1 ||
+			{ cat "$log" >&2; die "w1check $v: build failed"; }
+	else
+		: >"$log"
+	fi
+	unlock tree
+	unlock "build-$(basename "$bdir")"
+	if grep -q 'warning:' "$log"; then
+		grep 'warning:' "$log" >&2
+		die "w1check $v: W=1 warnings in ${objs[*]}"
+	fi
+	log "w1check $v: W=1 clean: ${objs[*]:-(no object of the series in this config)}"
+}
+
+cmd_bisect()
+{
+	local only='ksft/*' kernels=patched,nopvl-patched n total d p rc t0 e
+	local out row exec_args=()
+	while (($#)); do
+		case $1 in
+		--only) only=$2; shift ;;
+		--only=*) only=${1#*=} ;;
+		--kernels) kernels=$2; shift ;;
+		--kernels=*) kernels=${1#*=} ;;
+		--exec) exec_args+=("$2"); shift ;;
+		--exec=*) exec_args+=("${1#*=}") ;;
+		-h | --help) usage; return 0 ;;
+		*) die "bisect: unknown argument $1" ;;
+		esac
+		shift
+	done
+	total=$(series_files | wc -l)
+	((total)) || die "bisect: the series is empty"
+	out="$CACHE/bisect/$(date -u +%Y%m%dT%H%M%SZ)-$$"
+	mkdir -p "$out"
+	printf '%-8s %-6s %-8s %-8s %s\n' prefix build w1 test "run / exec" >"$out/summary.txt"
+	for ((n = 1; n <= total; n++)); do
+		d="$out/series-$n"
+		mkdir -p "$d"
+		for p in $(series_files | head -n "$n"); do
+			cp "$p" "$d/"
+		done
+		t0=$SECONDS
+		row=$(printf '%-8s' "$n")
+		rc=0
+		MADVX_KERNEL_PATCHES=$d "$KDIR/run" build ${kernels//,/ } >"$out/build-$n.log" 2>&1 || rc=1
+		row+=$(printf ' %-6s' "$([[ $rc = 0 ]] && echo "$((SECONDS - t0))s" || echo FAIL)")
+		if ((rc == 0)); then
+			for v in ${kernels//,/ }; do
+				MADVX_KERNEL_PATCHES=$d "$KDIR/run" w1check "$v" >>"$out/w1-$n.log" 2>&1 || rc=2
+			done
+		fi
+		row+=$(printf ' %-8s' "$( ((rc == 0)) && echo clean || echo FAIL)")
+		if ((rc == 0)); then
+			MADVX_KERNEL_PATCHES=$d "$KDIR/run" test --kernels "$kernels" --only "$only" \
+				>"$out/test-$n.log" 2>&1 || rc=3
+			row+=$(printf ' %-8s %s' "$( ((rc == 0)) && echo PASS || echo FAIL)" \
+				"$(grep -o 'runs/[0-9TZ-]*' "$out/test-$n.log" | head -n 1)")
+		fi
+		for e in "${!exec_args[@]}"; do
+			((rc == 0)) || break
+			# shellcheck disable=SC2086
+			MADVX_KERNEL_PATCHES=$d "$KDIR/run" exec --kernel patched --timeout 3000 \
+				${exec_args[$e]} >"$out/exec-$n-$e.log" 2>&1 || rc=4
+			row+=" exec $(grep -o 'runs/[0-9TZ-]*' "$out/exec-$n-$e.log" | head -n 1)"
+		done
+		echo "$row" >>"$out/summary.txt"
+		log "bisect: prefix $n: $row"
+		if ((rc)); then
+			cat "$out/summary.txt"
+			die "bisect: prefix $n failed (logs in $out)"
+		fi
+	done
+	cat "$out/summary.txt"
+	log "bisect: all $total prefixes build W=1-clean and pass ($out)"
+}
