@@ -1571,7 +1571,7 @@ START_TEST(test_random)
 	 * than lose the whole run's verdict to it.
 	 */
 	uint64_t budget = env_u64("MADVX_CONFORMANCE_BUDGET_S",
-				  getenv("MADVX_IN_TEST_KERNEL") ? 600 : 0, NULL);
+				  getenv("MADVX_IN_TEST_KERNEL") ? 240 : 0, NULL);
 	struct timespec t0, t1;
 	double ms, cpu0;
 
