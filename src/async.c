@@ -73,7 +73,7 @@ static void decide_default(void)
 
 MADVX_API enum madvx_async_backend madvx_async_default_backend(void)
 {
-	madvx_probe();
+	__madvx_probe();
 	madvx_once(&default_once, decide_default);
 	return default_backend;
 }
@@ -89,14 +89,14 @@ static void signal_efd(struct madvx_async *a)
 {
 	uint64_t one = 1;
 
-	madvx_sys_write(a->efd, &one, sizeof(one));
+	__madvx_sys_write(a->efd, &one, sizeof(one));
 }
 
-void madvx_async_slot_done(struct madvx_async *a, uint32_t slot)
+void __madvx_async_slot_done(struct madvx_async *a, uint32_t slot)
 {
 	struct madvx_ticket_slot *s = &a->slots[slot];
 
-	s->result = madvx_batch_complete(s->b);
+	s->result = __madvx_batch_complete(s->b);
 	s->state = SLOT_DONE;
 	pthread_cond_broadcast(&a->done_cv);
 	signal_efd(a);
@@ -187,7 +187,7 @@ static void async_release(struct madvx_async *a, bool sync_objects)
 {
 #ifdef MADVX_HAVE_LIBURING
 	if (a->uring)
-		madvx_uring_free(a);
+		__madvx_uring_free(a);
 #endif
 	close_keep_errno(a->efd);
 	if (sync_objects) {
@@ -244,11 +244,11 @@ MADVX_API int madvx_async_create(const struct madvx_async_opts *opts,
 	}
 	a->backend = o.backend;
 	a->nslots = o.max_tickets;
-	a->gen = madvx_proc_gen();
+	a->gen = __madvx_proc_gen();
 	pthread_mutex_init(&a->lock, NULL);
 	pthread_cond_init(&a->done_cv, NULL);
 	pthread_cond_init(&a->work_cv, NULL);
-	a->efd = madvx_sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	a->efd = __madvx_sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (a->efd < 0) {
 		ret = a->efd;
 		goto fail;
@@ -258,12 +258,12 @@ MADVX_API int madvx_async_create(const struct madvx_async_opts *opts,
 		ret = start_worker(a);
 #ifdef MADVX_HAVE_LIBURING
 	else if (a->backend == MADVX_ASYNC_IO_URING)
-		ret = madvx_uring_create(a, &o);
+		ret = __madvx_uring_create(a, &o);
 #endif
 	if (ret)
 		goto fail;
 	/* Decide the probe now, outside the caller's hot paths. */
-	madvx_probe();
+	__madvx_probe();
 	errno = e;
 	*out = a;
 	return 0;
@@ -284,7 +284,7 @@ nomem:
  */
 static bool forked(const struct madvx_async *a)
 {
-	return madvx_proc_gen() != a->gen;
+	return __madvx_proc_gen() != a->gen;
 }
 
 static bool any_queued(const struct madvx_async *a)
@@ -313,7 +313,7 @@ MADVX_API void madvx_async_free(struct madvx_async *a)
 			 * SQEs hold no pointers into our memory (only ranges),
 			 * and io_uring_queue_exit() waits for them.
 			 */
-			if (madvx_uring_reap(a, true) < 0)
+			if (__madvx_uring_reap(a, true) < 0)
 				break;
 			continue;
 		}
@@ -388,7 +388,7 @@ MADVX_API int madvx_async_submit(struct madvx_async *a, struct madvx_batch *b,
 		break;
 #ifdef MADVX_HAVE_LIBURING
 	case MADVX_ASYNC_IO_URING:
-		madvx_uring_submit(a, slot);
+		__madvx_uring_submit(a, slot);
 		break;
 #endif
 	default:
@@ -429,7 +429,7 @@ MADVX_API int madvx_async_wait(struct madvx_async *a, uint64_t ticket)
 	while (s->state != SLOT_DONE) {
 #ifdef MADVX_HAVE_LIBURING
 		if (a->backend == MADVX_ASYNC_IO_URING) {
-			int r = madvx_uring_reap(a, true);
+			int r = __madvx_uring_reap(a, true);
 
 			/* The ring failed (not a signal): the ticket stays, say why. */
 			if (r < 0) {
@@ -458,10 +458,10 @@ MADVX_API int madvx_async_poll(struct madvx_async *a, uint64_t ticket)
 		return -ECHILD;
 	pthread_mutex_lock(&a->lock);
 	/* Drain first: a completion after this point signals it again. */
-	madvx_sys_read(a->efd, &cnt, sizeof(cnt));
+	__madvx_sys_read(a->efd, &cnt, sizeof(cnt));
 #ifdef MADVX_HAVE_LIBURING
 	if (a->backend == MADVX_ASYNC_IO_URING)
-		madvx_uring_reap(a, false);
+		__madvx_uring_reap(a, false);
 #endif
 	s = ticket_slot(a, ticket);
 	if (!s)
@@ -479,7 +479,7 @@ MADVX_API int madvx_async_eventfd(struct madvx_async *a)
 	if (!a)
 		return -EINVAL;
 #ifdef MADVX_HAVE_LIBURING
-	if (a->backend == MADVX_ASYNC_IO_URING && madvx_uring_caller_ring(a))
+	if (a->backend == MADVX_ASYNC_IO_URING && __madvx_uring_caller_ring(a))
 		return -EOPNOTSUPP;
 #endif
 	return a->efd;
@@ -496,7 +496,7 @@ MADVX_API int madvx_async_cqe(struct madvx_async *a, uint64_t user_data, int32_t
 		return -ECHILD;
 	if (a->backend == MADVX_ASYNC_IO_URING) {
 		pthread_mutex_lock(&a->lock);
-		ret = madvx_uring_cqe(a, user_data, res);
+		ret = __madvx_uring_cqe(a, user_data, res);
 		pthread_mutex_unlock(&a->lock);
 	}
 #endif

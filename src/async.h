@@ -42,17 +42,17 @@ struct madvx_async {
 };
 
 /* async.c: @slot's batch is fully credited: tally it, mark it done, wake waiters. */
-MADVX_HIDDEN void madvx_async_slot_done(struct madvx_async *a, uint32_t slot);
+MADVX_HIDDEN void __madvx_async_slot_done(struct madvx_async *a, uint32_t slot);
 
 #ifdef MADVX_HAVE_LIBURING
 /* iouring.c; all called with a->lock held. */
-MADVX_HIDDEN int madvx_uring_create(struct madvx_async *a, const struct madvx_async_opts *o);
-MADVX_HIDDEN void madvx_uring_free(struct madvx_async *a);
-MADVX_HIDDEN void madvx_uring_submit(struct madvx_async *a, uint32_t slot);
+MADVX_HIDDEN int __madvx_uring_create(struct madvx_async *a, const struct madvx_async_opts *o);
+MADVX_HIDDEN void __madvx_uring_free(struct madvx_async *a);
+MADVX_HIDDEN void __madvx_uring_submit(struct madvx_async *a, uint32_t slot);
 /* Reap completions; with @wait, block until at least one CQE arrived. */
-MADVX_HIDDEN int madvx_uring_reap(struct madvx_async *a, bool wait);
-MADVX_HIDDEN int madvx_uring_cqe(struct madvx_async *a, uint64_t user_data, int32_t res);
-MADVX_HIDDEN bool madvx_uring_caller_ring(const struct madvx_async *a);
+MADVX_HIDDEN int __madvx_uring_reap(struct madvx_async *a, bool wait);
+MADVX_HIDDEN int __madvx_uring_cqe(struct madvx_async *a, uint64_t user_data, int32_t res);
+MADVX_HIDDEN bool __madvx_uring_caller_ring(const struct madvx_async *a);
 #endif
 
 #endif /* MADVX_ASYNC_H */

@@ -110,8 +110,8 @@ MADVX_API int madvx_batch_create(const struct madvx_batch_opts *opts,
 			return -ENOMEM;
 	}
 	/* Decide the probe now, outside the caller's malloc paths. */
-	madvx_probe();
-	madvx_plan_init();
+	__madvx_probe();
+	__madvx_plan_init();
 
 	b = mem;
 	memset(b, 0, sizeof(*b));
@@ -261,7 +261,7 @@ MADVX_API int madvx_batch_add(struct madvx_batch *b, void *addr, size_t len, int
 	if (unlikely(ret))
 		return ret;
 	/* What the kernel refuses for another process (cached per advice). */
-	if (unlikely(b->target) && madvx_target_advice_ok(b->target, advice) == 0)
+	if (unlikely(b->target) && __madvx_target_advice_ok(b->target, advice) == 0)
 		return -EINVAL;
 	if (unlikely(b->count == b->capacity)) {
 		if (!(b->flags & MADVX_BATCH_AUTOFLUSH))
@@ -302,7 +302,7 @@ static void hint_result(const struct madvx_batch *b, uint32_t i, uint64_t seq_ba
 	const struct hint_int *h = &b->hints[i];
 
 	*r = (struct madvx_hint){
-		.addr = h->start, .len = h->len, .advice = madvx_advice_at(h->adv_idx),
+		.addr = h->start, .len = h->len, .advice = __madvx_advice_at(h->adv_idx),
 		.err = h->err, .done = (h->end - h->start) - h->undone,
 		.seq = seq_base + i,
 	};
@@ -352,7 +352,7 @@ static void issue_hints(struct madvx_batch *b)
 
 		while (to < b->count && !(b->hints[to].flags & HINT_EPOCH_START))
 			to++;
-		madvx_plan_epoch(b, from, to);
+		__madvx_plan_epoch(b, from, to);
 		from = to;
 	}
 }
@@ -413,7 +413,7 @@ static int flush_hints(struct madvx_batch *b)
 	return tally_hints(b);
 }
 
-int madvx_batch_issue_deferred(struct madvx_batch *b, madvx_issue_fn issue, void *ctx)
+int __madvx_batch_issue_deferred(struct madvx_batch *b, madvx_issue_fn issue, void *ctx)
 {
 	b->issue = issue;
 	b->issue_ctx = ctx;
@@ -426,7 +426,7 @@ int madvx_batch_issue_deferred(struct madvx_batch *b, madvx_issue_fn issue, void
 	return 0;
 }
 
-int madvx_batch_complete(struct madvx_batch *b)
+int __madvx_batch_complete(struct madvx_batch *b)
 {
 	int ret;
 
@@ -437,7 +437,7 @@ int madvx_batch_complete(struct madvx_batch *b)
 	return ret;
 }
 
-void *madvx_batch_issue_ctx(struct madvx_batch *b)
+void *__madvx_batch_issue_ctx(struct madvx_batch *b)
 {
 	return b->issue_ctx;
 }

@@ -8,7 +8,7 @@
  *   issue.c  issuing the planned entries and deciding every hint's result
  *            from what the kernel answered.
  *
- * iouring.c and async.c issue the same plan (madvx_batch_issue_deferred()).
+ * iouring.c and async.c issue the same plan (__madvx_batch_issue_deferred()).
  */
 #ifndef MADVX_BATCH_H
 #define MADVX_BATCH_H
@@ -34,7 +34,7 @@ struct hint_int {
 	uint64_t undone;	/* bytes of [start, end) not applied */
 	uint64_t stop;		/* HINT_STOPPED: nothing at or above it is applied */
 	int32_t err;		/* 0 or -errno */
-	int16_t adv_idx;	/* madvx_advice_index(); madvx_advice_at() inverts it */
+	int16_t adv_idx;	/* madvx_advice_index(); __madvx_advice_at() inverts it */
 	uint16_t flags;		/* HINT_* */
 };
 _Static_assert(sizeof(struct hint_int) == 48, "one hint record: 48 bytes");
@@ -156,11 +156,11 @@ static inline int madvx_batch_vma(struct madvx_batch *b, uint64_t addr,
 	int ret;
 
 	if (likely(!b->target))
-		return fresh ? madvx_vma_find_kernel(addr, v) :
-			       madvx_vma_find(&b->vmas, addr, v);
+		return fresh ? __madvx_vma_find_kernel(addr, v) :
+			       __madvx_vma_find(&b->vmas, addr, v);
 	if (fresh)
 		madvx_target_invalidate(b->target);
-	ret = madvx_target_vma_find(b->target, addr, &start, &end);
+	ret = __madvx_target_vma_find(b->target, addr, &start, &end);
 	if (!ret)
 		*v = (struct madvx_vma){ .start = start, .end = end };
 	return ret;
@@ -169,8 +169,8 @@ static inline int madvx_batch_vma(struct madvx_batch *b, uint64_t addr,
 /* ---- plan.c ---- */
 
 /* Lock class of an advice index: 0 per-VMA, 1 mmap_read_lock, 2 mmap_write_lock. */
-MADVX_HIDDEN extern uint8_t madvx_lock_classes[64];
-MADVX_HIDDEN void madvx_plan_init(void);
+MADVX_HIDDEN extern uint8_t __madvx_lock_classes[64];
+MADVX_HIDDEN void __madvx_plan_init(void);
 
 /*
  * key = lock class (2 bits) | advice index (5 bits) | page number (52 bits:
@@ -180,27 +180,27 @@ MADVX_HIDDEN void madvx_plan_init(void);
  */
 static inline uint64_t madvx_sort_key(const struct hint_int *h)
 {
-	return ((uint64_t)madvx_lock_classes[h->adv_idx & 63] << 57) |
+	return ((uint64_t)__madvx_lock_classes[h->adv_idx & 63] << 57) |
 	       ((uint64_t)(h->adv_idx & 31) << 52) | (h->start >> 12);
 }
 /* Plan and issue the hints [from, to) of one epoch. */
-MADVX_HIDDEN void madvx_plan_epoch(struct madvx_batch *b, uint32_t from, uint32_t to);
+MADVX_HIDDEN void __madvx_plan_epoch(struct madvx_batch *b, uint32_t from, uint32_t to);
 
 /* ---- issue.c ---- */
 
 /* Hand the planned entries b->entries[0, n) of @advice to the kernel. */
-MADVX_HIDDEN void madvx_issue_planned(struct madvx_batch *b, int advice, uint32_t n);
+MADVX_HIDDEN void __madvx_issue_planned(struct madvx_batch *b, int advice, uint32_t n);
 
 /*
  * [start, start + len) is unmapped for the hints at positions first..last:
  * credited -ENOMEM (POPULATE_*: the hint stops there).
  */
-MADVX_HIDDEN void madvx_credit_hole(struct madvx_batch *b, int advice, bool via_sorted,
+MADVX_HIDDEN void __madvx_credit_hole(struct madvx_batch *b, int advice, bool via_sorted,
 				    uint32_t first, uint32_t last, uint64_t start,
 				    uint64_t len);
 
 /* Credit @e as applied in full (@done bytes, for the counters). */
-MADVX_HIDDEN void madvx_entry_done(struct madvx_batch *b, const struct madvx_entry *e,
+MADVX_HIDDEN void __madvx_entry_done(struct madvx_batch *b, const struct madvx_entry *e,
 				   uint64_t done);
 
 /*
@@ -209,21 +209,21 @@ MADVX_HIDDEN void madvx_entry_done(struct madvx_batch *b, const struct madvx_ent
  * part, re-applying it VMA by VMA with madvise() on the kernel's bounds.
  * Returns true when every hint's part was applied in full after all.
  */
-MADVX_HIDDEN bool madvx_entry_failed(struct madvx_batch *b, int advice,
+MADVX_HIDDEN bool __madvx_entry_failed(struct madvx_batch *b, int advice,
 				     const struct madvx_entry *e, long err);
 
 /* Apply one entry with madvise(2) and credit it: the exact-semantics path. */
-MADVX_HIDDEN long madvx_entry_madvise(struct madvx_batch *b, int advice,
+MADVX_HIDDEN long __madvx_entry_madvise(struct madvx_batch *b, int advice,
 				      const struct madvx_entry *e);
 
 /*
  * Does @e cover a part of a hint that already stopped below it? Then it must
- * not be issued as planned (madvx_entry_narrowed()).
+ * not be issued as planned (__madvx_entry_narrowed()).
  */
-MADVX_HIDDEN bool madvx_entry_touches_stopped(const struct madvx_batch *b,
+MADVX_HIDDEN bool __madvx_entry_touches_stopped(const struct madvx_batch *b,
 					      const struct madvx_entry *e);
 /* Issue @e without the parts of stopped hints, with madvise(). */
-MADVX_HIDDEN void madvx_entry_narrowed(struct madvx_batch *b, int advice,
+MADVX_HIDDEN void __madvx_entry_narrowed(struct madvx_batch *b, int advice,
 				       const struct madvx_entry *e);
 
 /* ---- batch.c: the interface the asynchronous backends use ---- */
@@ -234,13 +234,13 @@ MADVX_HIDDEN void madvx_entry_narrowed(struct madvx_batch *b, int advice,
  * owns the batch then). Entries passed to @issue live only during the call:
  * copy them. Runs are planned whole (not cut at VMA boundaries): entries
  * running in parallel could not stop a hint at its first failing VMA.
- * Once every entry is credited, madvx_batch_complete() counts the
+ * Once every entry is credited, __madvx_batch_complete() counts the
  * failures, calls the callbacks and publishes results; it returns what
  * madvx_batch_flush() would (the first failure since the last flush).
  */
-MADVX_HIDDEN int madvx_batch_issue_deferred(struct madvx_batch *b, madvx_issue_fn issue,
+MADVX_HIDDEN int __madvx_batch_issue_deferred(struct madvx_batch *b, madvx_issue_fn issue,
 					    void *ctx);
-MADVX_HIDDEN int madvx_batch_complete(struct madvx_batch *b);
-MADVX_HIDDEN void *madvx_batch_issue_ctx(struct madvx_batch *b);
+MADVX_HIDDEN int __madvx_batch_complete(struct madvx_batch *b);
+MADVX_HIDDEN void *__madvx_batch_issue_ctx(struct madvx_batch *b);
 
 #endif /* MADVX_BATCH_H */

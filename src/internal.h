@@ -24,32 +24,32 @@
 
 /* ---- sys.c: the one home of every raw syscall the library issues ---- */
 /* Each returns the kernel's result, with -errno instead of -1/errno. */
-MADVX_HIDDEN long madvx_sys_madvise(uintptr_t addr, size_t len, int advice);
-MADVX_HIDDEN long madvx_sys_process_madvise(int pidfd, const struct iovec *iov,
+MADVX_HIDDEN long __madvx_sys_madvise(uintptr_t addr, size_t len, int advice);
+MADVX_HIDDEN long __madvx_sys_process_madvise(int pidfd, const struct iovec *iov,
 					    size_t vlen, int advice);
-MADVX_HIDDEN int madvx_sys_pidfd_open(pid_t pid);
-MADVX_HIDDEN int madvx_sys_userfaultfd(int flags);
-MADVX_HIDDEN int madvx_sys_ioctl(int fd, unsigned long req, void *arg);
+MADVX_HIDDEN int __madvx_sys_pidfd_open(pid_t pid);
+MADVX_HIDDEN int __madvx_sys_userfaultfd(int flags);
+MADVX_HIDDEN int __madvx_sys_ioctl(int fd, unsigned long req, void *arg);
 /* Used by uffd.c for its fd, event queue wakeups and poll integration. */
-MADVX_HIDDEN int madvx_sys_open(const char *path, int flags);
-MADVX_HIDDEN long madvx_sys_read(int fd, void *buf, size_t len);
-MADVX_HIDDEN long madvx_sys_write(int fd, const void *buf, size_t len);
-MADVX_HIDDEN int madvx_sys_poll(struct pollfd *fds, unsigned int n, int timeout_ms);
-MADVX_HIDDEN int madvx_sys_eventfd(unsigned int initval, int flags);
-MADVX_HIDDEN int madvx_sys_epoll_create1(int flags);
-MADVX_HIDDEN int madvx_sys_epoll_add(int epfd, int fd, uint32_t events);
+MADVX_HIDDEN int __madvx_sys_open(const char *path, int flags);
+MADVX_HIDDEN long __madvx_sys_read(int fd, void *buf, size_t len);
+MADVX_HIDDEN long __madvx_sys_write(int fd, const void *buf, size_t len);
+MADVX_HIDDEN int __madvx_sys_poll(struct pollfd *fds, unsigned int n, int timeout_ms);
+MADVX_HIDDEN int __madvx_sys_eventfd(unsigned int initval, int flags);
+MADVX_HIDDEN int __madvx_sys_epoll_create1(int flags);
+MADVX_HIDDEN int __madvx_sys_epoll_add(int epfd, int fd, uint32_t events);
 /* The page size, read once when the library is loaded (a constructor in sys.c). */
-MADVX_HIDDEN extern size_t madvx_pagesize;
+MADVX_HIDDEN extern size_t __madvx_pagesize;
 
 static inline size_t madvx_page_size(void)
 {
-	return madvx_pagesize;
+	return __madvx_pagesize;
 }
 
 /* What one page-table page maps (a PMD: 2 MiB with 4 KiB pages, 512 MiB with 64 KiB). */
 static inline uint64_t madvx_pmd_size(void)
 {
-	return (uint64_t)madvx_pagesize / 8 * madvx_pagesize;
+	return (uint64_t)__madvx_pagesize / 8 * __madvx_pagesize;
 }
 
 /* A lowercase hex number at *@p (as in /proc/PID/maps); *@p moves past it. */
@@ -86,33 +86,33 @@ struct madvx_probe_state {
 };
 
 /* The cached probe; runs it on first call. Never NULL. */
-MADVX_HIDDEN const struct madvx_probe_state *madvx_probe(void);
+MADVX_HIDDEN const struct madvx_probe_state *__madvx_probe(void);
 
 /*
  * This boot's key line for the per-boot measurement cache: "boot_id <uuid>"
  * (/proc/sys/kernel/random/boot_id), or "btime <seconds>" from /proc/stat on
  * kernels without /proc/sys (CONFIG_PROC_SYSCTL=n). Returns 0 or -ENOENT.
  */
-MADVX_HIDDEN int madvx_boot_key(char *buf, size_t size);
+MADVX_HIDDEN int __madvx_boot_key(char *buf, size_t size);
 
 static inline bool madvx_has(enum madvx_feature feat)
 {
-	return madvx_probe()->features & (1ULL << feat);
+	return __madvx_probe()->features & (1ULL << feat);
 }
 
 /* advice value -> 1 + index in the library's advice table (0: unknown). */
 #define MADVX_ADVICE_MAX 103		/* MADV_GUARD_REMOVE */
-MADVX_HIDDEN extern const int8_t madvx_advice_index_of[MADVX_ADVICE_MAX + 1];
+MADVX_HIDDEN extern const int8_t __madvx_advice_index_of[MADVX_ADVICE_MAX + 1];
 
 /* The advice at @index of the library's table (inverse of madvx_advice_index()). */
-MADVX_HIDDEN int madvx_advice_at(int index);
+MADVX_HIDDEN int __madvx_advice_at(int index);
 
 /* Index of @advice in the library's table, or -1 if unknown: O(1), on every add. */
 static inline int madvx_advice_index(int advice)
 {
 	if ((unsigned int)advice > MADVX_ADVICE_MAX)
 		return -1;
-	return madvx_advice_index_of[advice] - 1;
+	return __madvx_advice_index_of[advice] - 1;
 }
 
 /* ---- proc.c: which process is running (fork detection without atfork) ---- */
@@ -122,31 +122,31 @@ static inline int madvx_advice_index(int advice)
  * whatever made it (fork, _Fork, syscall(SYS_fork), clone without CLONE_VM).
  * One load on the fast path. Stamp per-process state with it.
  */
-MADVX_HIDDEN uint64_t madvx_proc_gen(void);
+MADVX_HIDDEN uint64_t __madvx_proc_gen(void);
 
 /* pthread_once() that a fork in the middle of the run cannot wedge. */
 struct madvx_once {
 	_Atomic uint64_t state;
 };
 #define MADVX_ONCE_INIT { 0 }
-MADVX_HIDDEN void madvx_once_slow(struct madvx_once *o, void (*fn)(void));
+MADVX_HIDDEN void __madvx_once_slow(struct madvx_once *o, void (*fn)(void));
 
 static inline void madvx_once(struct madvx_once *o, void (*fn)(void))
 {
 	if (likely(atomic_load_explicit(&o->state, memory_order_acquire) == UINT64_MAX))
 		return;
-	madvx_once_slow(o, fn);
+	__madvx_once_slow(o, fn);
 }
 
 /* A lock for rare writers that a child takes over from a parent's thread. */
 struct madvx_plock {
 	_Atomic uint64_t owner;
 };
-MADVX_HIDDEN void madvx_plock_lock(struct madvx_plock *l);
-MADVX_HIDDEN void madvx_plock_unlock(struct madvx_plock *l);
+MADVX_HIDDEN void __madvx_plock_lock(struct madvx_plock *l);
+MADVX_HIDDEN void __madvx_plock_unlock(struct madvx_plock *l);
 
 /* An fd naming this process, reopened (and the inherited one closed) in a child. */
-struct madvx_proc_fd {
+struct __madvx_proc_fd {
 	_Atomic uint64_t v;
 };
 enum madvx_proc_fd_id {
@@ -154,22 +154,22 @@ enum madvx_proc_fd_id {
 	MADVX_PFD_MAPS,		/* /proc/self/maps for PROCMAP_QUERY and the parser */
 	MADVX_PFD__COUNT
 };
-MADVX_HIDDEN int madvx_proc_fd(enum madvx_proc_fd_id id, int (*open_fd)(void));
+MADVX_HIDDEN int __madvx_proc_fd(enum madvx_proc_fd_id id, int (*open_fd)(void));
 
 /*
  * The pidfd that names this process for process_madvise(): PIDFD_SELF where
  * the kernel takes it, else pidfd_open(getpid()) cached per process (a
  * pidfd opened before a fork names the parent). Returns the fd or -errno.
  */
-MADVX_HIDDEN int madvx_self_pidfd(void);
+MADVX_HIDDEN int __madvx_self_pidfd(void);
 
 /* The /proc/self/maps fd of this process (vma.c). */
-MADVX_HIDDEN int madvx_self_maps_fd(void);
+MADVX_HIDDEN int __madvx_self_maps_fd(void);
 
 /* ---- sys.c, for remote targets (target.c, reclaim.c) ---- */
 /* pidfd_send_signal(2) (5.1); sig 0 asks "does it still exist?". */
-MADVX_HIDDEN int madvx_sys_pidfd_send_signal(int pidfd, int sig);
-MADVX_HIDDEN int madvx_sys_openat(int dirfd, const char *path, int flags);
-MADVX_HIDDEN long madvx_sys_pread(int fd, void *buf, size_t len, uint64_t off);
+MADVX_HIDDEN int __madvx_sys_pidfd_send_signal(int pidfd, int sig);
+MADVX_HIDDEN int __madvx_sys_openat(int dirfd, const char *path, int flags);
+MADVX_HIDDEN long __madvx_sys_pread(int fd, void *buf, size_t len, uint64_t off);
 
 #endif /* MADVX_INTERNAL_H */

@@ -57,7 +57,7 @@ static bool probe_madvise64(struct io_uring *ring)
 
 #define PROBE_OPS 256		/* io_uring_get_probe_ring()'s size */
 
-void madvx_iouring_probe(struct madvx_probe_state *st)
+void __madvx_iouring_probe(struct madvx_probe_state *st)
 {
 	union {
 		struct io_uring_probe p;
@@ -136,7 +136,7 @@ struct madvx_uring {
 	void *on_cqe_ctx;
 };
 
-bool madvx_uring_caller_ring(const struct madvx_async *a)
+bool __madvx_uring_caller_ring(const struct madvx_async *a)
 {
 	return a->uring && a->uring->caller_ring;
 }
@@ -154,7 +154,7 @@ static uint8_t handoff_flags(const struct io_uring *ring)
 	return ring->flags & IORING_SETUP_SQPOLL ? 0 : IOSQE_ASYNC;
 }
 
-int madvx_uring_create(struct madvx_async *a, const struct madvx_async_opts *o)
+int __madvx_uring_create(struct madvx_async *a, const struct madvx_async_opts *o)
 {
 	static _Atomic uint32_t cookies;
 	struct madvx_uring *u;
@@ -201,7 +201,7 @@ int madvx_uring_create(struct madvx_async *a, const struct madvx_async_opts *o)
 	return 0;
 }
 
-void madvx_uring_free(struct madvx_async *a)
+void __madvx_uring_free(struct madvx_async *a)
 {
 	struct madvx_uring *u = a->uring;
 
@@ -227,16 +227,16 @@ static void rec_complete(struct madvx_async *a, uint32_t idx, int32_t res)
 	 * have run: see "io_uring" in include/madvx.h.
 	 */
 	if (res == 0)
-		madvx_entry_done(s->b, &r->e, r->e.len);
+		__madvx_entry_done(s->b, &r->e, r->e.len);
 	else
-		madvx_entry_failed(s->b, r->advice, &r->e, res);
+		__madvx_entry_failed(s->b, r->advice, &r->e, res);
 	r->next_free = u->free_head;
 	u->free_head = idx;
 	if (--s->pending == 0 && !s->planning)
-		madvx_async_slot_done(a, r->slot);
+		__madvx_async_slot_done(a, r->slot);
 }
 
-int madvx_uring_cqe(struct madvx_async *a, uint64_t ud, int32_t res)
+int __madvx_uring_cqe(struct madvx_async *a, uint64_t ud, int32_t res)
 {
 	struct madvx_uring *u = a->uring;
 	uint32_t idx = (uint32_t)ud;
@@ -247,7 +247,7 @@ int madvx_uring_cqe(struct madvx_async *a, uint64_t ud, int32_t res)
 	return 1;
 }
 
-int madvx_uring_reap(struct madvx_async *a, bool wait)
+int __madvx_uring_reap(struct madvx_async *a, bool wait)
 {
 	struct madvx_uring *u = a->uring;
 	int n = 0;
@@ -274,7 +274,7 @@ int madvx_uring_reap(struct madvx_async *a, bool wait)
 		flags = cqe->flags;
 		io_uring_cqe_seen(u->ring, cqe);
 		n++;
-		if (!madvx_uring_cqe(a, ud, res) && u->on_cqe)
+		if (!__madvx_uring_cqe(a, ud, res) && u->on_cqe)
 			u->on_cqe(u->on_cqe_ctx, ud, res, flags);
 	}
 	return n;
@@ -303,7 +303,7 @@ static void submit_all(struct madvx_async *a)
 		if (stuck++ == 16)
 			break;
 		/* Completions free resources: take one if any is running. */
-		madvx_uring_reap(a, u->inflight > io_uring_sq_ready(u->ring));
+		__madvx_uring_reap(a, u->inflight > io_uring_sq_ready(u->ring));
 	}
 }
 
@@ -314,7 +314,7 @@ static uint32_t get_rec(struct madvx_async *a)
 
 	while (u->free_head == NIL) {
 		submit_all(a);
-		madvx_uring_reap(a, true);
+		__madvx_uring_reap(a, true);
 	}
 	idx = u->free_head;
 	u->free_head = u->recs[idx].next_free;
@@ -329,7 +329,7 @@ static struct io_uring_sqe *get_sqe(struct madvx_async *a)
 	while (!(sqe = io_uring_get_sqe(u->ring))) {
 		submit_all(a);
 		if (!(sqe = io_uring_get_sqe(u->ring)))
-			madvx_uring_reap(a, u->inflight > io_uring_sq_ready(u->ring));
+			__madvx_uring_reap(a, u->inflight > io_uring_sq_ready(u->ring));
 		else
 			break;
 	}
@@ -377,7 +377,7 @@ static void quiesce(struct madvx_async *a)
 
 	submit_all(a);
 	while (u->inflight)
-		madvx_uring_reap(a, true);
+		__madvx_uring_reap(a, true);
 }
 
 /*
@@ -392,7 +392,7 @@ static void quiesce(struct madvx_async *a)
 static void uring_issue(struct madvx_batch *b, int advice, struct madvx_entry *e,
 			uint32_t n)
 {
-	struct madvx_async *a = madvx_batch_issue_ctx(b);
+	struct madvx_async *a = __madvx_batch_issue_ctx(b);
 	struct madvx_uring *u = a->uring;
 	uint32_t slot = a->cur_slot;
 	uint64_t bit = 1ULL << madvx_advice_index(advice);
@@ -444,15 +444,15 @@ static void uring_issue(struct madvx_batch *b, int advice, struct madvx_entry *e
 	}
 }
 
-void madvx_uring_submit(struct madvx_async *a, uint32_t slot)
+void __madvx_uring_submit(struct madvx_async *a, uint32_t slot)
 {
 	struct madvx_ticket_slot *s = &a->slots[slot];
 
 	s->planning = true;
 	a->cur_slot = slot;
-	madvx_batch_issue_deferred(s->b, uring_issue, a);
+	__madvx_batch_issue_deferred(s->b, uring_issue, a);
 	s->planning = false;
 	submit_all(a);
 	if (!s->pending)
-		madvx_async_slot_done(a, slot);
+		__madvx_async_slot_done(a, slot);
 }

@@ -44,8 +44,8 @@ static long apply_range(struct madvx_batch *b, uint64_t start, uint64_t len, int
 	long ret;
 
 	if (likely(!b->target))
-		return madvx_sys_madvise(start, len, advice);
-	ret = madvx_sys_process_madvise(b->target->pidfd, &iov, 1, advice);
+		return __madvx_sys_madvise(start, len, advice);
+	ret = __madvx_sys_process_madvise(b->target->pidfd, &iov, 1, advice);
 	return ret < 0 ? ret : (uint64_t)ret == len ? 0 : -EIO;
 }
 
@@ -127,14 +127,14 @@ static void hole_hint(struct madvx_batch *b, int advice, uint32_t idx,
 		set_err(b, h, -ENOMEM);
 }
 
-void madvx_credit_hole(struct madvx_batch *b, int advice, bool via_sorted,
+void __madvx_credit_hole(struct madvx_batch *b, int advice, bool via_sorted,
 		       uint32_t first, uint32_t last, uint64_t start, uint64_t len)
 {
 	for (uint32_t k = first; k <= last; k++)
 		hole_hint(b, advice, pos_hint(b, via_sorted, k), start, start + len);
 }
 
-void madvx_entry_done(struct madvx_batch *b, const struct madvx_entry *e, uint64_t done)
+void __madvx_entry_done(struct madvx_batch *b, const struct madvx_entry *e, uint64_t done)
 {
 	b->st.bytes += done;
 }
@@ -209,7 +209,7 @@ static bool walk_part(struct madvx_batch *b, int advice, uint32_t idx,
 	return all && !(h->flags & HINT_STOPPED);
 }
 
-bool madvx_entry_failed(struct madvx_batch *b, int advice, const struct madvx_entry *e,
+bool __madvx_entry_failed(struct madvx_batch *b, int advice, const struct madvx_entry *e,
 			long err)
 {
 	uint64_t end = e->start + e->len;
@@ -229,18 +229,18 @@ bool madvx_entry_failed(struct madvx_batch *b, int advice, const struct madvx_en
 	return all;
 }
 
-long madvx_entry_madvise(struct madvx_batch *b, int advice, const struct madvx_entry *e)
+long __madvx_entry_madvise(struct madvx_batch *b, int advice, const struct madvx_entry *e)
 {
 	long ret = madvise_retry(b, e->start, e->len, advice);
 
 	if (ret == 0)
-		madvx_entry_done(b, e, e->len);
+		__madvx_entry_done(b, e, e->len);
 	else
-		madvx_entry_failed(b, advice, e, ret);
+		__madvx_entry_failed(b, advice, e, ret);
 	return ret;
 }
 
-bool madvx_entry_touches_stopped(const struct madvx_batch *b, const struct madvx_entry *e)
+bool __madvx_entry_touches_stopped(const struct madvx_batch *b, const struct madvx_entry *e)
 {
 	uint64_t end = e->start + e->len;
 
@@ -261,14 +261,14 @@ static void issue_part(struct madvx_batch *b, int advice, struct madvx_entry *pa
 	part->start = start;
 	part->len = end - start;
 	b->st.madvise_fallbacks++;
-	madvx_entry_madvise(b, advice, part);
+	__madvx_entry_madvise(b, advice, part);
 }
 
 /*
  * Issue what @e's hints may still have: the union of their parts below
  * their stops (hints come sorted by start), each interval with madvise().
  */
-void madvx_entry_narrowed(struct madvx_batch *b, int advice, const struct madvx_entry *e)
+void __madvx_entry_narrowed(struct madvx_batch *b, int advice, const struct madvx_entry *e)
 {
 	struct madvx_entry part = *e;
 	uint64_t end = e->start + e->len, cs = 0, ce = 0;
@@ -318,12 +318,12 @@ static void issue_madvise_each(struct madvx_batch *b, int advice,
 			       struct madvx_entry *e, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++) {
-		if (madvx_entry_touches_stopped(b, &e[i])) {
-			madvx_entry_narrowed(b, advice, &e[i]);
+		if (__madvx_entry_touches_stopped(b, &e[i])) {
+			__madvx_entry_narrowed(b, advice, &e[i]);
 			continue;
 		}
 		b->st.madvise_fallbacks++;
-		madvx_entry_madvise(b, advice, &e[i]);
+		__madvx_entry_madvise(b, advice, &e[i]);
 	}
 }
 
@@ -340,7 +340,7 @@ static bool vector_entry_failed(struct madvx_batch *b, int advice,
 	b->st.madvise_fallbacks++;
 	if (b->target) {
 		/* Its answers are the target's (ESRCH: it exited), not the call's. */
-		madvx_entry_failed(b, advice, e, ret);
+		__madvx_entry_failed(b, advice, e, ret);
 		return false;
 	}
 	switch (ret) {
@@ -349,18 +349,18 @@ static bool vector_entry_failed(struct madvx_batch *b, int advice,
 	case -ESRCH:
 		/* No process_madvise, or no usable pidfd: decided once per process. */
 		atomic_store(&pmadv_broken, true);
-		madvx_entry_madvise(b, advice, e);
+		__madvx_entry_madvise(b, advice, e);
 		return true;
 	case -EINVAL:
 	case -EPERM:
 		/* madvise() managed what process_madvise() refused: the call is the problem. */
-		applied = madvx_entry_failed(b, advice, e, ret);
+		applied = __madvx_entry_failed(b, advice, e, ret);
 		if (applied)
 			atomic_fetch_or(&pmadv_rejected, 1ULL << madvx_advice_index(advice));
 		return applied;
 	default:
 		/* ENOMEM (a stale map), EFAULT, ...: a property of the entry. */
-		madvx_entry_failed(b, advice, e, ret);
+		__madvx_entry_failed(b, advice, e, ret);
 		return false;
 	}
 }
@@ -370,7 +370,7 @@ static uint32_t fill_vector(struct madvx_batch *b, struct madvx_entry *e, uint32
 {
 	uint32_t m = 0;
 
-	while (m < n && m < MADVX_MAX_VEC && (!m || !madvx_entry_touches_stopped(b, &e[m]))) {
+	while (m < n && m < MADVX_MAX_VEC && (!m || !__madvx_entry_touches_stopped(b, &e[m]))) {
 		b->iov[m] = (struct iovec){ (void *)(uintptr_t)e[m].start, e[m].len };
 		m++;
 	}
@@ -380,7 +380,7 @@ static uint32_t fill_vector(struct madvx_batch *b, struct madvx_entry *e, uint32
 static void issue_vector(struct madvx_batch *b, int advice,
 			 struct madvx_entry *e, uint32_t n)
 {
-	int pidfd = b->target ? b->target->pidfd : madvx_self_pidfd();
+	int pidfd = b->target ? b->target->pidfd : __madvx_self_pidfd();
 	uint32_t i = 0, tries = 0;
 
 	if (pidfd < 0 && pidfd != PIDFD_SELF_THREAD) {
@@ -392,19 +392,19 @@ static void issue_vector(struct madvx_batch *b, int advice,
 		uint64_t rem;
 		long ret;
 
-		if (madvx_entry_touches_stopped(b, &e[i])) {
-			madvx_entry_narrowed(b, advice, &e[i++]);
+		if (__madvx_entry_touches_stopped(b, &e[i])) {
+			__madvx_entry_narrowed(b, advice, &e[i++]);
 			continue;
 		}
 		m = fill_vector(b, e + i, n - i);
-		ret = madvx_sys_process_madvise(pidfd, b->iov, m, advice);
+		ret = __madvx_sys_process_madvise(pidfd, b->iov, m, advice);
 		b->st.syscalls++;
 		b->st.vector_entries += m;
 		if (ret > 0) {
 			/* Whole entries first; the call stopped at the one that failed. */
 			for (rem = (uint64_t)ret; m && rem >= e[i].len; m--, i++) {
 				rem -= e[i].len;
-				madvx_entry_done(b, &e[i], e[i].len);
+				__madvx_entry_done(b, &e[i], e[i].len);
 			}
 			tries = 0;
 			continue;
@@ -440,7 +440,7 @@ static void issue_group(struct madvx_batch *b, int advice, struct madvx_entry *e
  * mmap_lock fallback of vector_madvise() cannot reach a fast-path entry.
  * The partition is stable: each group stays in address order.
  */
-void madvx_issue_planned(struct madvx_batch *b, int advice, uint32_t n)
+void __madvx_issue_planned(struct madvx_batch *b, int advice, uint32_t n)
 {
 	struct madvx_entry *e = b->entries;
 	uint32_t nfast = 0, nslow = 0;

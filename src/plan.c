@@ -20,7 +20,7 @@
 #include "batch.h"
 
 /* 0: per-VMA fast path, 1: mmap_read_lock, 2: mmap_write_lock; per advice index. */
-uint8_t madvx_lock_classes[64];
+uint8_t __madvx_lock_classes[64];
 static struct madvx_once lock_classes_once = MADVX_ONCE_INIT;
 
 static void init_lock_classes(void)
@@ -32,12 +32,12 @@ static void init_lock_classes(void)
 		int idx = madvx_advice_index(adv[i]);
 
 		if (idx >= 0 && idx < 64)
-			madvx_lock_classes[idx] = l == MADVX_LOCK_PER_VMA ? 0 :
+			__madvx_lock_classes[idx] = l == MADVX_LOCK_PER_VMA ? 0 :
 					    l == MADVX_LOCK_MMAP_READ ? 1 : 2;
 	}
 }
 
-void madvx_plan_init(void)
+void __madvx_plan_init(void)
 {
 	madvx_once(&lock_classes_once, init_lock_classes);
 }
@@ -174,7 +174,7 @@ static void plan_entry(struct planner *pl, uint64_t start, uint64_t end,
 	struct madvx_entry *e;
 
 	if (pl->n == MADVX_PLAN_CHUNK) {
-		madvx_issue_planned(pl->b, pl->advice, pl->n);
+		__madvx_issue_planned(pl->b, pl->advice, pl->n);
 		pl->n = 0;
 	}
 	e = &pl->b->entries[pl->n++];
@@ -250,7 +250,7 @@ static void plan_run(struct planner *pl, uint64_t start, uint64_t end,
 
 		if (ret == -ENOENT || (ret == 0 && v.start >= end)) {
 			narrow(b, &w, cur, end);
-			madvx_credit_hole(b, pl->advice, b->use_sorted, w.lo, w.hi, cur, end - cur);
+			__madvx_credit_hole(b, pl->advice, b->use_sorted, w.lo, w.hi, cur, end - cur);
 			break;
 		}
 		if (ret) {
@@ -262,7 +262,7 @@ static void plan_run(struct planner *pl, uint64_t start, uint64_t end,
 		}
 		if (v.start > cur) {
 			narrow(b, &w, cur, v.start);
-			madvx_credit_hole(b, pl->advice, b->use_sorted, w.lo, w.hi, cur,
+			__madvx_credit_hole(b, pl->advice, b->use_sorted, w.lo, w.hi, cur,
 					  v.start - cur);
 			cur = v.start;
 		}
@@ -320,17 +320,17 @@ static void plan_group(struct madvx_batch *b, int advice, uint32_t from, uint32_
 		plan_run(&pl, start, end, first, k - 1);
 	}
 	if (pl.n)
-		madvx_issue_planned(b, advice, pl.n);
+		__madvx_issue_planned(b, advice, pl.n);
 }
 
-void madvx_plan_epoch(struct madvx_batch *b, uint32_t from, uint32_t to)
+void __madvx_plan_epoch(struct madvx_batch *b, uint32_t from, uint32_t to)
 {
 	uint32_t k = from;
 
 	sort_epoch(b, from, to);
 	while (k < to) {
 		int adv_idx = pos_adv_idx(b, b->use_sorted, k);
-		int advice = madvx_advice_at(adv_idx);
+		int advice = __madvx_advice_at(adv_idx);
 		uint32_t g = k;
 
 		while (g < to && pos_adv_idx(b, b->use_sorted, g) == adv_idx)

@@ -10,15 +10,15 @@
 #include "internal.h"
 
 #ifdef MADVX_HAVE_LIBURING
-MADVX_HIDDEN void madvx_iouring_probe(struct madvx_probe_state *st);
+MADVX_HIDDEN void __madvx_iouring_probe(struct madvx_probe_state *st);
 #else
 /* Built without liburing: every io_uring feature reads as absent. */
-static inline void madvx_iouring_probe(struct madvx_probe_state *st)
+static inline void __madvx_iouring_probe(struct madvx_probe_state *st)
 {
 	(void)st;
 }
 #endif
 
-MADVX_HIDDEN void madvx_uffd_probe(struct madvx_probe_state *st);
+MADVX_HIDDEN void __madvx_uffd_probe(struct madvx_probe_state *st);
 
 #endif /* MADVX_PROBE_BACKENDS_H */

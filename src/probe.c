@@ -112,13 +112,13 @@ static struct madvx_once probe_once = MADVX_ONCE_INIT;
 
 _Static_assert(MADVX_ADVICE_MAX == MADV_GUARD_REMOVE, "advice table bound");
 
-int madvx_advice_at(int index)
+int __madvx_advice_at(int index)
 {
 	return index >= 0 && index < (int)ARRAY_SIZE(advices) ? advices[index].advice : -1;
 }
 
 /* advice value -> 1 + index in advices[] (0: unknown). */
-const int8_t madvx_advice_index_of[MADVX_ADVICE_MAX + 1] = {
+const int8_t __madvx_advice_index_of[MADVX_ADVICE_MAX + 1] = {
 	[MADV_NORMAL] = 1, [MADV_RANDOM] = 2, [MADV_SEQUENTIAL] = 3,
 	[MADV_WILLNEED] = 4, [MADV_DONTNEED] = 5, [MADV_FREE] = 6,
 	[MADV_REMOVE] = 7, [MADV_DONTFORK] = 8, [MADV_DOFORK] = 9,
@@ -259,7 +259,7 @@ static bool probe_procmap_query(void)
 	if (fd < 0)
 		return false;
 	q.query_addr = (uintptr_t)&probe_var;
-	ok = madvx_sys_ioctl(fd, PROCMAP_QUERY, &q) == 0 &&
+	ok = __madvx_sys_ioctl(fd, PROCMAP_QUERY, &q) == 0 &&
 	     q.vma_start <= q.query_addr && q.query_addr < q.vma_end;
 	close(fd);
 	return ok;
@@ -285,7 +285,7 @@ static long pmadv_scratch(int pidfd, int advice)
 	iov.iov_base = scratch_map(advice);
 	if (!iov.iov_base)
 		return -ENOMEM;
-	ret = madvx_sys_process_madvise(pidfd, &iov, 1, advice);
+	ret = __madvx_sys_process_madvise(pidfd, &iov, 1, advice);
 	munmap(iov.iov_base, iov.iov_len);
 	return ret;
 }
@@ -297,7 +297,7 @@ static long madv_scratch(int advice)
 
 	if (!p)
 		return -ENOMEM;
-	ret = madvx_sys_madvise((uintptr_t)p, madvx_page_size(), advice);
+	ret = __madvx_sys_madvise((uintptr_t)p, madvx_page_size(), advice);
 	munmap(p, madvx_page_size());
 	return ret;
 }
@@ -333,7 +333,7 @@ static long long read_btime(void)
 	return btime;
 }
 
-int madvx_boot_key(char *buf, size_t size)
+int __madvx_boot_key(char *buf, size_t size)
 {
 	long long btime;
 	char id[64];
@@ -353,7 +353,7 @@ int madvx_boot_key(char *buf, size_t size)
 /*
  * The per-boot measurement cache (see madvx.h): "key value" lines written by
  * madvx-probe --measure. It counts only if it is this boot's (a line equal
- * to madvx_boot_key()), owned by root or by us and writable by nobody else;
+ * to __madvx_boot_key()), owned by root or by us and writable by nobody else;
  * then each "<feature> 0|1" line of a planning feature answers that feature.
  * Sets *@measured to the features it answered and returns those that are on.
  */
@@ -371,7 +371,7 @@ static uint64_t read_boot_cache(uint64_t *measured)
 	*measured = 0;
 	if (!path || !*path)
 		path = MADVX_PROBE_CACHE_PATH;
-	if (madvx_boot_key(boot, sizeof(boot)))
+	if (__madvx_boot_key(boot, sizeof(boot)))
 		return 0;
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0) {
@@ -459,7 +459,7 @@ static void probe_process_madvise(struct madvx_probe_state *st)
 
 	/* pidfd_open() is needed whenever PIDFD_SELF is not. */
 	if (wanted(st, MADVX_FEAT_PIDFD_OPEN)) {
-		pidfd = madvx_sys_pidfd_open(getpid());
+		pidfd = __madvx_sys_pidfd_open(getpid());
 		set_feature(st, MADVX_FEAT_PIDFD_OPEN, pidfd >= 0);
 		if (pidfd >= 0)
 			close(pidfd);
@@ -475,7 +475,7 @@ static void probe_process_madvise(struct madvx_probe_state *st)
 	if (st->features & BIT(MADVX_FEAT_PIDFD_SELF))
 		pidfd = PIDFD_SELF_THREAD;
 	else if (st->features & BIT(MADVX_FEAT_PIDFD_OPEN))
-		pidfd = madvx_sys_pidfd_open(getpid());
+		pidfd = __madvx_sys_pidfd_open(getpid());
 	else
 		return;
 	if (pidfd == PIDFD_SELF_THREAD || pidfd >= 0) {
@@ -514,15 +514,15 @@ static void run_probe(void)
 	if (wanted(st, MADVX_FEAT_MADVISE_VMA_STATS))
 		set_feature(st, MADVX_FEAT_MADVISE_VMA_STATS,
 			    vmstat_has("madvise_vma_lock_success"));
-	madvx_iouring_probe(st);
-	madvx_uffd_probe(st);
+	__madvx_iouring_probe(st);
+	__madvx_uffd_probe(st);
 	probe_plan_features(st);
 
 	/* A disabled feature is off whatever its probe found. */
 	st->features &= ~st->disabled;
 }
 
-const struct madvx_probe_state *madvx_probe(void)
+const struct madvx_probe_state *__madvx_probe(void)
 {
 	madvx_once(&probe_once, run_probe);
 	return &probe_state;
@@ -539,7 +539,7 @@ MADVX_API int madvx_feature_disabled(enum madvx_feature feat)
 {
 	if ((unsigned int)feat >= MADVX_FEAT__COUNT)
 		return -EINVAL;
-	return !!(madvx_probe()->disabled & BIT(feat));
+	return !!(__madvx_probe()->disabled & BIT(feat));
 }
 
 MADVX_API const char *madvx_feature_name(enum madvx_feature feat)
@@ -555,7 +555,7 @@ MADVX_API int madvx_advice_supported(int advice)
 
 	if (i < 0)
 		return -EINVAL;
-	return !!(madvx_probe()->pmadv_advices & BIT(i));
+	return !!(__madvx_probe()->pmadv_advices & BIT(i));
 }
 
 MADVX_API const char *madvx_advice_name(int advice)
@@ -589,7 +589,7 @@ static enum madvx_lock advice_lock_for(const struct advice_desc *d)
 	 * pinned down, so claim the fast path only from 7.3.
 	 */
 	if ((d->advice == MADV_GUARD_INSTALL || d->advice == MADV_GUARD_REMOVE) &&
-	    madvx_probe()->version < MADVX_KVER(7, 3, 0))
+	    __madvx_probe()->version < MADVX_KVER(7, 3, 0))
 		return MADVX_LOCK_MMAP_READ;
 	if ((d->advice == MADV_COLD || d->advice == MADV_PAGEOUT) &&
 	    madvx_has(MADVX_FEAT_PER_VMA_COLD_PAGEOUT))
@@ -628,7 +628,7 @@ MADVX_API int madvx_kernel_info_get(struct madvx_kernel_info *info)
 
 	if (!info || info->size < offsetof(struct madvx_kernel_info, release))
 		return -EINVAL;
-	st = madvx_probe();
+	st = __madvx_probe();
 	memcpy(full.release, st->release, sizeof(full.release));
 	full.version = st->version;
 	full.features = st->features;

@@ -83,7 +83,7 @@ static uint64_t gen_by_pid(void)
 	}
 }
 
-uint64_t madvx_proc_gen(void)
+uint64_t __madvx_proc_gen(void)
 {
 	_Atomic uint64_t *w = atomic_load_explicit(&wipe_word, memory_order_acquire);
 	uint64_t gen;
@@ -104,9 +104,9 @@ uint64_t madvx_proc_gen(void)
  */
 #define MADVX_ONCE_DONE UINT64_MAX
 
-void madvx_once_slow(struct madvx_once *o, void (*fn)(void))
+void __madvx_once_slow(struct madvx_once *o, void (*fn)(void))
 {
-	uint64_t gen = madvx_proc_gen();
+	uint64_t gen = __madvx_proc_gen();
 
 	for (;;) {
 		uint64_t s = atomic_load_explicit(&o->state, memory_order_acquire);
@@ -130,9 +130,9 @@ void madvx_once_slow(struct madvx_once *o, void (*fn)(void))
  * generation is the lock word, so a child whose parent thread held it at
  * the fork takes it over instead of waiting for a thread that does not exist.
  */
-void madvx_plock_lock(struct madvx_plock *l)
+void __madvx_plock_lock(struct madvx_plock *l)
 {
-	uint64_t gen = madvx_proc_gen();
+	uint64_t gen = __madvx_proc_gen();
 
 	for (;;) {
 		uint64_t s = atomic_load_explicit(&l->owner, memory_order_relaxed);
@@ -147,7 +147,7 @@ void madvx_plock_lock(struct madvx_plock *l)
 	}
 }
 
-void madvx_plock_unlock(struct madvx_plock *l)
+void __madvx_plock_unlock(struct madvx_plock *l)
 {
 	atomic_store_explicit(&l->owner, 0, memory_order_release);
 }
@@ -160,10 +160,10 @@ void madvx_plock_unlock(struct madvx_plock *l)
 #define SLOT_FD(v) ((int)(uint32_t)(v) - 1)
 #define SLOT(gen, fd) (((gen) << 32) | (uint32_t)((fd) + 1))
 
-static struct madvx_proc_fd proc_fds[MADVX_PFD__COUNT];
+static struct __madvx_proc_fd proc_fds[MADVX_PFD__COUNT];
 
 /* Drop @slot's fd if it was inherited; the first thread to swap it out closes it. */
-static void drop_inherited(struct madvx_proc_fd *slot, uint64_t gen)
+static void drop_inherited(struct __madvx_proc_fd *slot, uint64_t gen)
 {
 	uint64_t v = atomic_load_explicit(&slot->v, memory_order_acquire);
 
@@ -172,10 +172,10 @@ static void drop_inherited(struct madvx_proc_fd *slot, uint64_t gen)
 		close(SLOT_FD(v));
 }
 
-int madvx_proc_fd(enum madvx_proc_fd_id id, int (*open_fd)(void))
+int __madvx_proc_fd(enum madvx_proc_fd_id id, int (*open_fd)(void))
 {
-	struct madvx_proc_fd *slot = &proc_fds[id];
-	uint64_t gen = madvx_proc_gen() & 0xffffffffULL;
+	struct __madvx_proc_fd *slot = &proc_fds[id];
+	uint64_t gen = __madvx_proc_gen() & 0xffffffffULL;
 	uint64_t v = atomic_load_explicit(&slot->v, memory_order_acquire);
 	int fd;
 
@@ -189,7 +189,7 @@ int madvx_proc_fd(enum madvx_proc_fd_id id, int (*open_fd)(void))
 	v = 0;
 	if (!atomic_compare_exchange_strong(&slot->v, &v, SLOT(gen, fd))) {
 		close(fd);
-		return madvx_proc_fd(id, open_fd);
+		return __madvx_proc_fd(id, open_fd);
 	}
 	return fd;
 }
@@ -198,11 +198,11 @@ int madvx_proc_fd(enum madvx_proc_fd_id id, int (*open_fd)(void))
  * fork(): drop the inherited fds in the child at once, so that the cost
  * (closing a /proc/PID/maps fd of the parent's mm takes that mm's
  * mmap_lock on 6.18) is paid in fork(), not in the child's first flush.
- * The other fork kinds run no handler; madvx_proc_fd() drops them lazily.
+ * The other fork kinds run no handler; __madvx_proc_fd() drops them lazily.
  */
 static void proc_after_fork_child(void)
 {
-	uint64_t gen = madvx_proc_gen() & 0xffffffffULL;
+	uint64_t gen = __madvx_proc_gen() & 0xffffffffULL;
 	int e = errno;
 
 	for (int i = 0; i < MADVX_PFD__COUNT; i++)

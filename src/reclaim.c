@@ -126,12 +126,12 @@ static int plan(struct reclaim *c)
 {
 	struct madvx_target_vma v;
 	uint64_t addr = c->o.start, planned = 0;
-	int ret = madvx_target_refresh(c->t);
+	int ret = __madvx_target_refresh(c->t);
 
 	while (!ret && addr < c->end) {
 		uint64_t s, e;
 
-		ret = madvx_target_query(c->t, addr, &v);
+		ret = __madvx_target_query(c->t, addr, &v);
 		if (ret == -ENOENT) {
 			ret = 0;
 			break;
@@ -227,7 +227,7 @@ static int build_call(struct reclaim *c, uint64_t bytes)
 			c->i++;
 			continue;
 		}
-		ret = madvx_target_query(c->t, c->cur, &v);
+		ret = __madvx_target_query(c->t, c->cur, &v);
 		if (ret == -ENOENT) {		/* everything above is gone */
 			mark_changed(c, c->i);
 			c->cur = r->end;
@@ -295,7 +295,7 @@ static long issue(struct reclaim *c, int n)
 		for (j = k; j < n; j++)
 			total += c->iov[j].iov_len;
 		t0 = now_ns();
-		ret = madvx_sys_process_madvise(c->t->pidfd, c->iov + k, (size_t)(n - k),
+		ret = __madvx_sys_process_madvise(c->t->pidfd, c->iov + k, (size_t)(n - k),
 						c->o.advice);
 		dt = now_ns() - t0;
 		count_call(c, n - k, dt);
@@ -313,7 +313,7 @@ static long issue(struct reclaim *c, int n)
 		if (j == n)
 			return 0;
 		t0 = now_ns();
-		ret = madvx_sys_process_madvise(c->t->pidfd, c->iov + j, 1, c->o.advice);
+		ret = __madvx_sys_process_madvise(c->t->pidfd, c->iov + j, 1, c->o.advice);
 		count_call(c, 1, now_ns() - t0);
 		if (ret == (long)c->iov[j].iov_len) {
 			rep->bytes += (uint64_t)ret;	/* transient: done on its own */
@@ -377,7 +377,7 @@ static int run(struct reclaim *c)
 			return 0;
 		}
 		/* Before every call: is the pidfd's process still there? */
-		if (madvx_target_alive(c->t))
+		if (__madvx_target_alive(c->t))
 			return -ESRCH;
 		want = call_bytes(c);
 		n = build_call(c, want);
@@ -434,7 +434,7 @@ static int reclaim(struct madvx_target *target, const struct madvx_reclaim_opts 
 			goto out;
 	}
 	if (!(c->o.flags & MADVX_RECLAIM_NO_ROLLUP)) {
-		ret = madvx_target_rollup(target, &rep->rss_before, &rep->pss_before,
+		ret = __madvx_target_rollup(target, &rep->rss_before, &rep->pss_before,
 					  &rep->swap_before);
 		if (ret)
 			goto out;
@@ -449,7 +449,7 @@ static int reclaim(struct madvx_target *target, const struct madvx_reclaim_opts 
 	else
 		ret = run(c);
 	if (!(c->o.flags & MADVX_RECLAIM_NO_ROLLUP) && ret != -ESRCH)
-		madvx_target_rollup(target, &rep->rss_after, &rep->pss_after,
+		__madvx_target_rollup(target, &rep->rss_after, &rep->pss_after,
 				    &rep->swap_after);
 out:
 	if (ret)

@@ -26,14 +26,14 @@ static long ret_or_errno(long ret, int saved_errno)
 	return ret;
 }
 
-long madvx_sys_madvise(uintptr_t addr, size_t len, int advice)
+long __madvx_sys_madvise(uintptr_t addr, size_t len, int advice)
 {
 	int e = errno;
 
 	return ret_or_errno(madvise((void *)addr, len, advice), e);
 }
 
-long madvx_sys_process_madvise(int pidfd, const struct iovec *iov, size_t vlen,
+long __madvx_sys_process_madvise(int pidfd, const struct iovec *iov, size_t vlen,
 			       int advice)
 {
 	int e = errno;
@@ -42,70 +42,70 @@ long madvx_sys_process_madvise(int pidfd, const struct iovec *iov, size_t vlen,
 				    advice, 0U), e);
 }
 
-int madvx_sys_pidfd_open(pid_t pid)
+int __madvx_sys_pidfd_open(pid_t pid)
 {
 	int e = errno;
 
 	return (int)ret_or_errno(syscall(__NR_pidfd_open, pid, 0U), e);
 }
 
-int madvx_sys_userfaultfd(int flags)
+int __madvx_sys_userfaultfd(int flags)
 {
 	int e = errno;
 
 	return (int)ret_or_errno(syscall(__NR_userfaultfd, flags), e);
 }
 
-int madvx_sys_ioctl(int fd, unsigned long req, void *arg)
+int __madvx_sys_ioctl(int fd, unsigned long req, void *arg)
 {
 	int e = errno;
 
 	return (int)ret_or_errno(ioctl(fd, req, arg), e);
 }
 
-int madvx_sys_open(const char *path, int flags)
+int __madvx_sys_open(const char *path, int flags)
 {
 	int e = errno;
 
 	return (int)ret_or_errno(open(path, flags), e);
 }
 
-long madvx_sys_read(int fd, void *buf, size_t len)
+long __madvx_sys_read(int fd, void *buf, size_t len)
 {
 	int e = errno;
 
 	return ret_or_errno(read(fd, buf, len), e);
 }
 
-long madvx_sys_write(int fd, const void *buf, size_t len)
+long __madvx_sys_write(int fd, const void *buf, size_t len)
 {
 	int e = errno;
 
 	return ret_or_errno(write(fd, buf, len), e);
 }
 
-int madvx_sys_poll(struct pollfd *fds, unsigned int n, int timeout_ms)
+int __madvx_sys_poll(struct pollfd *fds, unsigned int n, int timeout_ms)
 {
 	int e = errno;
 
 	return (int)ret_or_errno(poll(fds, n, timeout_ms), e);
 }
 
-int madvx_sys_eventfd(unsigned int initval, int flags)
+int __madvx_sys_eventfd(unsigned int initval, int flags)
 {
 	int e = errno;
 
 	return (int)ret_or_errno(eventfd(initval, flags), e);
 }
 
-int madvx_sys_epoll_create1(int flags)
+int __madvx_sys_epoll_create1(int flags)
 {
 	int e = errno;
 
 	return (int)ret_or_errno(epoll_create1(flags), e);
 }
 
-int madvx_sys_epoll_add(int epfd, int fd, uint32_t events)
+int __madvx_sys_epoll_add(int epfd, int fd, uint32_t events)
 {
 	struct epoll_event ev = { .events = events, .data.fd = fd };
 	int e = errno;
@@ -113,7 +113,7 @@ int madvx_sys_epoll_add(int epfd, int fd, uint32_t events)
 	return (int)ret_or_errno(epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev), e);
 }
 
-size_t madvx_pagesize = 4096;
+size_t __madvx_pagesize = 4096;
 
 /* Before any entry point can run, so the hot paths read a plain variable. */
 __attribute__((constructor)) static void madvx_init_pagesize(void)
@@ -121,7 +121,7 @@ __attribute__((constructor)) static void madvx_init_pagesize(void)
 	long pg = sysconf(_SC_PAGESIZE);
 
 	if (pg > 0)
-		madvx_pagesize = (size_t)pg;
+		__madvx_pagesize = (size_t)pg;
 }
 
 /*
@@ -133,19 +133,19 @@ __attribute__((constructor)) static void madvx_init_pagesize(void)
  */
 static int open_self_pidfd(void)
 {
-	return madvx_sys_pidfd_open(getpid());
+	return __madvx_sys_pidfd_open(getpid());
 }
 
-int madvx_self_pidfd(void)
+int __madvx_self_pidfd(void)
 {
 	if (madvx_has(MADVX_FEAT_PIDFD_SELF))
 		return PIDFD_SELF_THREAD;	/* PIDFD_SELF */
-	return madvx_proc_fd(MADVX_PFD_PIDFD, open_self_pidfd);
+	return __madvx_proc_fd(MADVX_PFD_PIDFD, open_self_pidfd);
 }
 
 /* ---- remote targets (src/target.c, src/reclaim.c) ---- */
 
-int madvx_sys_pidfd_send_signal(int pidfd, int sig)
+int __madvx_sys_pidfd_send_signal(int pidfd, int sig)
 {
 	int e = errno;
 
@@ -153,14 +153,14 @@ int madvx_sys_pidfd_send_signal(int pidfd, int sig)
 					 NULL, 0U), e);
 }
 
-int madvx_sys_openat(int dirfd, const char *path, int flags)
+int __madvx_sys_openat(int dirfd, const char *path, int flags)
 {
 	int e = errno;
 
 	return (int)ret_or_errno(openat(dirfd, path, flags), e);
 }
 
-long madvx_sys_pread(int fd, void *buf, size_t len, uint64_t off)
+long __madvx_sys_pread(int fd, void *buf, size_t len, uint64_t off)
 {
 	int e = errno;
 

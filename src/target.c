@@ -35,7 +35,7 @@ static long read_whole(int fd, char **buf, size_t *cap)
 			*buf = nb;
 			*cap = ncap;
 		}
-		n = madvx_sys_pread(fd, *buf + len, *cap - len - 1, len);
+		n = __madvx_sys_pread(fd, *buf + len, *cap - len - 1, len);
 		if (n == -EINTR)
 			continue;
 		if (n < 0)
@@ -51,12 +51,12 @@ static long read_whole(int fd, char **buf, size_t *cap)
 /* A small file under /proc/PID (status, stat): into @buf. Length or -errno. */
 static long read_small(struct madvx_target *t, const char *name, char *buf, size_t size)
 {
-	int fd = madvx_sys_openat(t->proc_fd, name, O_RDONLY | O_CLOEXEC);
+	int fd = __madvx_sys_openat(t->proc_fd, name, O_RDONLY | O_CLOEXEC);
 	long n;
 
 	if (fd < 0)
 		return fd == -ENOENT ? -ESRCH : fd;
-	n = madvx_sys_read(fd, buf, size - 1);
+	n = __madvx_sys_read(fd, buf, size - 1);
 	close(fd);
 	if (n < 0)
 		return n;
@@ -92,9 +92,9 @@ static int64_t kb_field(const char *buf, const char *key)
 
 /* ---- liveness and opening ---- */
 
-int madvx_target_alive(struct madvx_target *t)
+int __madvx_target_alive(struct madvx_target *t)
 {
-	int ret = madvx_sys_pidfd_send_signal(t->pidfd, 0);
+	int ret = __madvx_sys_pidfd_send_signal(t->pidfd, 0);
 
 	/* EPERM: it exists, we may just not signal it. */
 	return ret == 0 || ret == -EPERM ? 0 : -ESRCH;
@@ -161,7 +161,7 @@ static int read_locked(struct madvx_target *t)
 		return (int)n;
 	if (kb_field(status, "VmLck:") <= 0)
 		return 0;
-	fd = madvx_sys_openat(t->proc_fd, "smaps", O_RDONLY | O_CLOEXEC);
+	fd = __madvx_sys_openat(t->proc_fd, "smaps", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return fd == -ENOENT ? -ESRCH : fd;
 	n = read_whole(fd, &buf, &cap);
@@ -354,7 +354,7 @@ static int procmap_find(struct madvx_target *t, uint64_t addr,
 	int ret;
 
 	t->name[0] = 0;
-	ret = madvx_sys_ioctl(t->maps_fd, PROCMAP_QUERY, &q);
+	ret = __madvx_sys_ioctl(t->maps_fd, PROCMAP_QUERY, &q);
 	if (ret)
 		return ret;
 	*v = (struct madvx_target_vma){
@@ -373,7 +373,7 @@ static int procmap_find(struct madvx_target *t, uint64_t addr,
 	return 0;
 }
 
-int madvx_target_query(struct madvx_target *t, uint64_t addr,
+int __madvx_target_query(struct madvx_target *t, uint64_t addr,
 		       struct madvx_target_vma *v)
 {
 	if (t->procmap)
@@ -381,11 +381,11 @@ int madvx_target_query(struct madvx_target *t, uint64_t addr,
 	return snapshot_find(t, addr, v);
 }
 
-int madvx_target_vma_find(struct madvx_target *t, uint64_t addr,
+int __madvx_target_vma_find(struct madvx_target *t, uint64_t addr,
 			  uint64_t *start, uint64_t *end)
 {
 	struct madvx_target_vma v;
-	int ret = madvx_target_query(t, addr, &v);
+	int ret = __madvx_target_query(t, addr, &v);
 
 	if (ret)
 		return ret;
@@ -394,7 +394,7 @@ int madvx_target_vma_find(struct madvx_target *t, uint64_t addr,
 	return 0;
 }
 
-int madvx_target_refresh(struct madvx_target *t)
+int __madvx_target_refresh(struct madvx_target *t)
 {
 	int ret = read_stat(t);
 
@@ -405,7 +405,7 @@ int madvx_target_refresh(struct madvx_target *t)
 	return ret;
 }
 
-int madvx_target_rollup(struct madvx_target *t, uint64_t *rss, uint64_t *pss,
+int __madvx_target_rollup(struct madvx_target *t, uint64_t *rss, uint64_t *pss,
 			uint64_t *swap)
 {
 	char buf[4096];
@@ -448,21 +448,21 @@ static int open_rest(struct madvx_target *t)
 	int ret;
 
 	snprintf(path, sizeof(path), "/proc/%d", (int)t->pid);
-	t->proc_fd = madvx_sys_open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	t->proc_fd = __madvx_sys_open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (t->proc_fd < 0)
 		return t->proc_fd == -ENOENT ? -ESRCH : t->proc_fd;
-	t->maps_fd = madvx_sys_openat(t->proc_fd, "maps", O_RDONLY | O_CLOEXEC);
+	t->maps_fd = __madvx_sys_openat(t->proc_fd, "maps", O_RDONLY | O_CLOEXEC);
 	if (t->maps_fd < 0)
 		return t->maps_fd == -ENOENT ? -ESRCH : t->maps_fd;
 	/*
 	 * Still alive now, so alive when /proc/PID was opened: the number was
 	 * not yet free for reuse, and the directory is that process's.
 	 */
-	ret = madvx_target_alive(t);
+	ret = __madvx_target_alive(t);
 	if (ret)
 		return ret;
 	procmap_works(t);
-	return madvx_target_refresh(t);
+	return __madvx_target_refresh(t);
 }
 
 static struct madvx_target *target_alloc(void)
@@ -492,7 +492,7 @@ static int target_open(int pid, unsigned int flags, struct madvx_target **out)
 
 	if (pid <= 0 || flags || !out)
 		return -EINVAL;
-	madvx_probe();
+	__madvx_probe();
 	/* Without a pidfd a pid could be reused under us: no target at all. */
 	if (madvx_feature_disabled(MADVX_FEAT_PIDFD_OPEN) == 1)
 		return -ENOSYS;
@@ -500,7 +500,7 @@ static int target_open(int pid, unsigned int flags, struct madvx_target **out)
 	if (!t)
 		return -ENOMEM;
 	t->pid = pid;
-	t->pidfd = madvx_sys_pidfd_open(pid);
+	t->pidfd = __madvx_sys_pidfd_open(pid);
 	if (t->pidfd < 0) {
 		int ret = t->pidfd;
 
@@ -519,10 +519,10 @@ static int pidfd_pid(int pidfd, pid_t *pid)
 	int fd;
 
 	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
-	fd = madvx_sys_open(path, O_RDONLY | O_CLOEXEC);
+	fd = __madvx_sys_open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return fd == -ENOENT ? -EBADF : fd;
-	n = madvx_sys_read(fd, buf, sizeof(buf) - 1);
+	n = __madvx_sys_read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n < 0)
 		return (int)n;
@@ -546,7 +546,7 @@ static int target_open_pidfd(int pidfd, unsigned int flags, struct madvx_target 
 
 	if (pidfd < 0 || flags || !out)
 		return -EINVAL;
-	madvx_probe();
+	__madvx_probe();
 	t = target_alloc();
 	if (!t)
 		return -ENOMEM;
@@ -603,11 +603,11 @@ MADVX_API int madvx_target_check(struct madvx_target *t, int advice)
 	if (madvx_feature_disabled(MADVX_FEAT_PROCESS_MADVISE) == 1)
 		return -ENOSYS;
 	/* An empty vector runs every check and touches no memory. */
-	ret = madvx_sys_process_madvise(t->pidfd, NULL, 0, advice);
+	ret = __madvx_sys_process_madvise(t->pidfd, NULL, 0, advice);
 	return ret > 0 ? 0 : (int)ret;
 }
 
-int madvx_target_advice_ok(struct madvx_target *t, int advice)
+int __madvx_target_advice_ok(struct madvx_target *t, int advice)
 {
 	int idx = madvx_advice_index(advice), ret;
 
@@ -631,10 +631,10 @@ static int vma_next(struct madvx_target *t, uint64_t addr, uint64_t include,
 
 	if (!t || !vma)
 		return -EINVAL;
-	if (addr == 0 && (ret = madvx_target_refresh(t)))
+	if (addr == 0 && (ret = __madvx_target_refresh(t)))
 		return ret;
 	for (;;) {
-		ret = madvx_target_query(t, addr, vma);
+		ret = __madvx_target_query(t, addr, vma);
 		if (ret)
 			return ret;
 		if (madvx_target_vma_match(vma, include, exclude))

@@ -3,19 +3,19 @@
  * Remote targets: another process named by a pidfd, with its VMAs.
  *
  * Internal contract for the batch planner and madvx_reclaim():
- * madvx_target_vma_find() gives the VMA containing @addr or the first above
- * it, like madvx_vma_find() does for this process, from PROCMAP_QUERY on the
+ * __madvx_target_vma_find() gives the VMA containing @addr or the first above
+ * it, like __madvx_vma_find() does for this process, from PROCMAP_QUERY on the
  * target's /proc/PID/maps fd (one ioctl, per-VMA locks on 6.17+) or from a
  * /proc/PID/maps snapshot. Staleness costs what it costs for self (vma.h):
  * the kernel still walks multi-VMA ranges; and every remote call goes
  * through the target's pidfd, so it can never reach another process.
  *
  * What a batch against a target (issue 15, first bullet) needs from here:
- *  - issue with madvx_target_pidfd(t), never madvx_self_pidfd();
- *  - at add time, madvx_target_advice_ok(t, advice): 0 -> -EINVAL (the
+ *  - issue with madvx_target_pidfd(t), never __madvx_self_pidfd();
+ *  - at add time, __madvx_target_advice_ok(t, advice): 0 -> -EINVAL (the
  *    kernel refuses it remotely), cached per advice; its other -errno
  *    (EPERM, EACCES, ESRCH, ENOSYS) belong to the flush's results;
- *  - plan with madvx_target_vma_find() instead of madvx_vma_find() (no
+ *  - plan with __madvx_target_vma_find() instead of __madvx_vma_find() (no
  *    regions, no uffd flags: another process's registrations are unknown);
  *    for the kernel's own view after a refusal, madvx_target_invalidate()
  *    first (a no-op with PROCMAP_QUERY, a maps re-read without it);
@@ -59,21 +59,21 @@ struct madvx_target {
  * The VMA containing @addr or the first above it (unfiltered, flags filled).
  * 0, -ENOENT (nothing at or above), -ESRCH (mm gone: exit or execve).
  */
-MADVX_HIDDEN int madvx_target_query(struct madvx_target *t, uint64_t addr,
+MADVX_HIDDEN int __madvx_target_query(struct madvx_target *t, uint64_t addr,
 				    struct madvx_target_vma *v);
 
 /*
  * For the batch planner: bounds of the VMA containing @addr, or of the first
  * one above it (then *start > addr). 0, -ENOENT, -ESRCH, -errno.
  */
-MADVX_HIDDEN int madvx_target_vma_find(struct madvx_target *t, uint64_t addr,
+MADVX_HIDDEN int __madvx_target_vma_find(struct madvx_target *t, uint64_t addr,
 				       uint64_t *start, uint64_t *end);
 
 /*
  * Re-read what a walk needs fresh: mlock ranges, stack and heap addresses,
  * and (without PROCMAP_QUERY) the maps snapshot. 0 or -errno (-ESRCH).
  */
-MADVX_HIDDEN int madvx_target_refresh(struct madvx_target *t);
+MADVX_HIDDEN int __madvx_target_refresh(struct madvx_target *t);
 
 /* Drop the maps snapshot so the next lookup re-reads it (no-op with PROCMAP_QUERY). */
 static inline void madvx_target_invalidate(struct madvx_target *t)
@@ -82,7 +82,7 @@ static inline void madvx_target_invalidate(struct madvx_target *t)
 }
 
 /* 0 if the pidfd's process still exists (a zombie counts), -ESRCH if not. */
-MADVX_HIDDEN int madvx_target_alive(struct madvx_target *t);
+MADVX_HIDDEN int __madvx_target_alive(struct madvx_target *t);
 
 /*
  * For madvx_batch_add() on a target batch: does the kernel accept @advice
@@ -91,7 +91,7 @@ MADVX_HIDDEN int madvx_target_alive(struct madvx_target *t);
  * -EACCES, -ESRCH, -ENOSYS: let the flush report those). Yes/no answers are
  * cached per advice, so only the first add of an advice makes a syscall.
  */
-MADVX_HIDDEN int madvx_target_advice_ok(struct madvx_target *t, int advice);
+MADVX_HIDDEN int __madvx_target_advice_ok(struct madvx_target *t, int advice);
 
 /* Filter: any of @include (0 = any), none of @exclude. */
 static inline bool madvx_target_vma_match(const struct madvx_target_vma *v,
@@ -101,7 +101,7 @@ static inline bool madvx_target_vma_match(const struct madvx_target_vma *v,
 }
 
 /* Rss, Pss, Swap of /proc/PID/smaps_rollup in bytes. 0 or -errno. */
-MADVX_HIDDEN int madvx_target_rollup(struct madvx_target *t, uint64_t *rss,
+MADVX_HIDDEN int __madvx_target_rollup(struct madvx_target *t, uint64_t *rss,
 				     uint64_t *pss, uint64_t *swap);
 
 #endif /* MADVX_TARGET_H */

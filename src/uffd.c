@@ -45,11 +45,11 @@ _Static_assert(MADVX_UFFD_FEATURE_MOVE == UFFD_FEATURE_MOVE &&
  */
 static int open_uffd_syscall(bool *user_mode_only, int extra)
 {
-	int fd = madvx_sys_userfaultfd(O_CLOEXEC | extra);
+	int fd = __madvx_sys_userfaultfd(O_CLOEXEC | extra);
 
 	*user_mode_only = false;
 	if (fd == -EPERM) {
-		fd = madvx_sys_userfaultfd(O_CLOEXEC | extra | UFFD_USER_MODE_ONLY);
+		fd = __madvx_sys_userfaultfd(O_CLOEXEC | extra | UFFD_USER_MODE_ONLY);
 		*user_mode_only = fd >= 0;
 	}
 	return fd;
@@ -57,12 +57,12 @@ static int open_uffd_syscall(bool *user_mode_only, int extra)
 
 static int open_uffd_dev(int extra)
 {
-	int dev = madvx_sys_open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+	int dev = __madvx_sys_open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
 	int fd;
 
 	if (dev < 0)
 		return -ENOENT;
-	fd = madvx_sys_ioctl(dev, USERFAULTFD_IOC_NEW,
+	fd = __madvx_sys_ioctl(dev, USERFAULTFD_IOC_NEW,
 			     (void *)(long)(O_CLOEXEC | extra));
 	close(dev);
 	return fd;
@@ -72,10 +72,10 @@ static int open_uffd_dev(int extra)
 static int uffd_handshake(int fd, struct uffdio_api *api)
 {
 	*api = (struct uffdio_api){ .api = UFFD_API };
-	return madvx_sys_ioctl(fd, UFFDIO_API, api);
+	return __madvx_sys_ioctl(fd, UFFDIO_API, api);
 }
 
-void madvx_uffd_probe(struct madvx_probe_state *st)
+void __madvx_uffd_probe(struct madvx_probe_state *st)
 {
 	struct uffdio_api api;
 	bool umo = false;
@@ -146,7 +146,7 @@ struct madvx_uffd {
  */
 static bool inherited(const struct madvx_uffd *u)
 {
-	return madvx_proc_gen() != u->gen;
+	return __madvx_proc_gen() != u->gen;
 }
 
 #define CNT_ADD(u, field, v) \
@@ -179,7 +179,7 @@ static uint64_t disabled_uffd_features(const struct madvx_probe_state *st)
 
 MADVX_API uint64_t madvx_uffd_missing_features(uint64_t features)
 {
-	const struct madvx_probe_state *st = madvx_probe();
+	const struct madvx_probe_state *st = __madvx_probe();
 	uint64_t have;
 
 	if (!(st->features & FEAT(MADVX_FEAT_UFFD)))
@@ -190,7 +190,7 @@ MADVX_API uint64_t madvx_uffd_missing_features(uint64_t features)
 
 static int open_fd(unsigned int flags, bool *umo)
 {
-	const struct madvx_probe_state *st = madvx_probe();
+	const struct madvx_probe_state *st = __madvx_probe();
 	/*
 	 * Always non-blocking: a blocking userfaultfd answers poll() with
 	 * POLLERR (fs/userfaultfd.c userfaultfd_poll()), so it could never sit
@@ -204,13 +204,13 @@ static int open_fd(unsigned int flags, bool *umo)
 
 	*umo = false;
 	if (flags & MADVX_UFFD_USER_MODE_ONLY) {
-		fd = madvx_sys_userfaultfd(O_CLOEXEC | extra | UFFD_USER_MODE_ONLY);
+		fd = __madvx_sys_userfaultfd(O_CLOEXEC | extra | UFFD_USER_MODE_ONLY);
 		*umo = fd >= 0;
 		return fd;
 	}
-	fd = madvx_sys_userfaultfd(O_CLOEXEC | extra);
+	fd = __madvx_sys_userfaultfd(O_CLOEXEC | extra);
 	if (fd == -EPERM && may_umo) {
-		fd = madvx_sys_userfaultfd(O_CLOEXEC | extra | UFFD_USER_MODE_ONLY);
+		fd = __madvx_sys_userfaultfd(O_CLOEXEC | extra | UFFD_USER_MODE_ONLY);
 		*umo = fd >= 0;
 	}
 	/* The device node serves kernel-mode faults to whoever may open it. */
@@ -277,7 +277,7 @@ static int uffd_open(const struct madvx_uffd_opts *opts, struct madvx_uffd **out
 			return ret;
 		memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
 	}
-	if (madvx_probe()->disabled & FEAT(MADVX_FEAT_UFFD))
+	if (__madvx_probe()->disabled & FEAT(MADVX_FEAT_UFFD))
 		return -ENOSYS;
 	if (madvx_uffd_missing_features(o.features))
 		return -EOPNOTSUPP;
@@ -289,7 +289,7 @@ static int uffd_open(const struct madvx_uffd_opts *opts, struct madvx_uffd **out
 	api.features = o.features |
 		(o.optional_features & ~madvx_uffd_missing_features(o.optional_features));
 	want = api.features;
-	ret = madvx_sys_ioctl(fd, UFFDIO_API, &api);
+	ret = __madvx_sys_ioctl(fd, UFFDIO_API, &api);
 	if (ret) {
 		close(fd);
 		return ret;
@@ -304,20 +304,20 @@ static int uffd_open(const struct madvx_uffd_opts *opts, struct madvx_uffd **out
 	u->evfd = u->epfd = -1;
 	u->user_mode_only = umo;
 	u->features = want;
-	u->gen = madvx_proc_gen();
+	u->gen = __madvx_proc_gen();
 	pthread_mutex_init(&u->lock, NULL);
 	u->q = calloc(QUEUE_CAP, sizeof(*u->q));
 	if (!u->q) {
 		madvx_uffd_free(u);
 		return -ENOMEM;
 	}
-	ret = u->evfd = madvx_sys_eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	ret = u->evfd = __madvx_sys_eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (ret >= 0)
-		ret = u->epfd = madvx_sys_epoll_create1(EPOLL_CLOEXEC);
+		ret = u->epfd = __madvx_sys_epoll_create1(EPOLL_CLOEXEC);
 	if (ret >= 0)
-		ret = madvx_sys_epoll_add(u->epfd, u->fd, EPOLLIN);
+		ret = __madvx_sys_epoll_add(u->epfd, u->fd, EPOLLIN);
 	if (ret >= 0)
-		ret = madvx_sys_epoll_add(u->epfd, u->evfd, EPOLLIN);
+		ret = __madvx_sys_epoll_add(u->epfd, u->evfd, EPOLLIN);
 	if (ret < 0) {
 		madvx_uffd_free(u);
 		return ret;
@@ -408,12 +408,12 @@ static int range_has_anon_vma(uint64_t addr, uint64_t len)
 
 	if (!madvx_has(MADVX_FEAT_PROCMAP_QUERY))
 		return 0;
-	fd = madvx_sys_open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	fd = __madvx_sys_open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
 	while (addr < end) {
 		q = (struct procmap_query){ .size = sizeof(q), .query_addr = addr };
-		if (madvx_sys_ioctl(fd, PROCMAP_QUERY, &q))
+		if (__madvx_sys_ioctl(fd, PROCMAP_QUERY, &q))
 			break;		/* hole: the kernel says -EINVAL */
 		/* Anonymous memory has no inode; shmem (even MAP_ANONYMOUS|MAP_SHARED) has. */
 		if (!q.inode) {
@@ -447,7 +447,7 @@ MADVX_API int madvx_uffd_register(struct madvx_uffd *u, uint64_t addr,
 		if (range_has_anon_vma(addr, len))
 			return -EOPNOTSUPP;
 	}
-	ret = madvx_sys_ioctl(u->fd, UFFDIO_REGISTER, &reg);
+	ret = __madvx_sys_ioctl(u->fd, UFFDIO_REGISTER, &reg);
 	if (!ret && ioctls)
 		*ioctls = reg.ioctls;
 	return ret;
@@ -461,7 +461,7 @@ MADVX_API int madvx_uffd_unregister(struct madvx_uffd *u, uint64_t addr, uint64_
 		return -EINVAL;
 	if (inherited(u))
 		return -ECHILD;
-	return madvx_sys_ioctl(u->fd, UFFDIO_UNREGISTER, &r);
+	return __madvx_sys_ioctl(u->fd, UFFDIO_UNREGISTER, &r);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -530,7 +530,7 @@ static int64_t op_ioctl(struct madvx_uffd *u, enum uffd_op op, uint64_t dst,
 		break;
 	}
 	*progress = 0;
-	ret = madvx_sys_ioctl(u->fd, req, &a);
+	ret = __madvx_sys_ioctl(u->fd, req, &a);
 	CNT_ADD(u, n_ioctls, 1);
 	if (!ret)
 		return (int64_t)len;
@@ -578,9 +578,9 @@ static uint64_t vma_limit(struct madvx_uffd *u, struct madvx_vma_cache *c,
 
 	if (!c)
 		return end;
-	if (madvx_vma_find(c, dst, &v) == 0 && v.start <= dst && v.end < lim)
+	if (__madvx_vma_find(c, dst, &v) == 0 && v.start <= dst && v.end < lim)
 		lim = v.end;
-	if (has_src && madvx_vma_find(c, src, &v) == 0 && v.start <= src &&
+	if (has_src && __madvx_vma_find(c, src, &v) == 0 && v.start <= src &&
 	    v.end - src < lim - dst)
 		lim = dst + (v.end - src);
 	if (lim < end)
@@ -782,7 +782,7 @@ MADVX_API int madvx_uffd_writeprotect(struct madvx_uffd *u, uint64_t addr,
 	if (inherited(u))
 		return -ECHILD;
 	for (;;) {
-		ret = madvx_sys_ioctl(u->fd, UFFDIO_WRITEPROTECT, &wp);
+		ret = __madvx_sys_ioctl(u->fd, UFFDIO_WRITEPROTECT, &wp);
 		CNT_ADD(u, n_ioctls, 1);
 		if (ret != -EAGAIN)
 			break;
@@ -804,7 +804,7 @@ MADVX_API int madvx_uffd_wake(struct madvx_uffd *u, uint64_t addr, uint64_t len)
 	if (inherited(u))
 		return -ECHILD;
 	CNT_ADD(u, n_ioctls, 1);
-	return madvx_sys_ioctl(u->fd, UFFDIO_WAKE, &r);
+	return __madvx_sys_ioctl(u->fd, UFFDIO_WAKE, &r);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -987,7 +987,7 @@ static int read_now_locked(struct madvx_uffd *u, struct madvx_uffd_event *ev, si
 	size_t want = max < READ_CHUNK ? max : READ_CHUNK;
 	long n;
 
-	n = madvx_sys_read(u->fd, msg, want * sizeof(msg[0]));
+	n = __madvx_sys_read(u->fd, msg, want * sizeof(msg[0]));
 	if (n == -EAGAIN || n == -EINTR)
 		return 0;
 	if (n < 0)
@@ -1006,14 +1006,14 @@ static void evfd_signal(struct madvx_uffd *u)
 {
 	uint64_t one = 1;
 
-	madvx_sys_write(u->evfd, &one, sizeof(one));
+	__madvx_sys_write(u->evfd, &one, sizeof(one));
 }
 
 static void evfd_reset(struct madvx_uffd *u)
 {
 	uint64_t v;
 
-	madvx_sys_read(u->evfd, &v, sizeof(v));
+	__madvx_sys_read(u->evfd, &v, sizeof(v));
 }
 
 /* Room for @n more events? The ring is allocated once, at open: see list_op(). */
@@ -1055,7 +1055,7 @@ MADVX_API int madvx_uffd_drain(struct madvx_uffd *u, int timeout_ms)
 		return -ECHILD;
 	if (timeout_ms) {
 		p = (struct pollfd){ .fd = u->fd, .events = POLLIN };
-		ret = madvx_sys_poll(&p, 1, timeout_ms);
+		ret = __madvx_sys_poll(&p, 1, timeout_ms);
 		if (ret < 0 && ret != -EINTR)
 			return ret;
 	}
@@ -1134,7 +1134,7 @@ MADVX_API int madvx_uffd_read_events(struct madvx_uffd *u, struct madvx_uffd_eve
 				return 0;
 			wait = (int)((deadline - t + 999999) / 1000000);
 		}
-		ret = madvx_sys_poll(p, 2, wait);
+		ret = __madvx_sys_poll(p, 2, wait);
 		if (ret < 0)
 			return ret;
 	}
@@ -1204,6 +1204,6 @@ MADVX_API int madvx_uffd_stop(struct madvx_uffd *u, int stop)
 	if (stop)
 		evfd_signal(u);
 	else
-		madvx_sys_read(u->evfd, &v, sizeof(v));
+		__madvx_sys_read(u->evfd, &v, sizeof(v));
 	return 0;
 }

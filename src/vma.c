@@ -29,7 +29,7 @@ static struct {
 
 static void regions_write_begin(void)
 {
-	madvx_plock_lock(&regions.lock);
+	__madvx_plock_lock(&regions.lock);
 	/* A child that took the lock over from a dead writer may find seq odd. */
 	if (atomic_load_explicit(&regions.seq, memory_order_relaxed) & 1)
 		atomic_fetch_add_explicit(&regions.seq, 1, memory_order_relaxed);
@@ -39,7 +39,7 @@ static void regions_write_begin(void)
 static void regions_write_end(void)
 {
 	atomic_fetch_add_explicit(&regions.seq, 1, memory_order_release);
-	madvx_plock_unlock(&regions.lock);
+	__madvx_plock_unlock(&regions.lock);
 }
 
 static bool region_find(uint64_t addr, struct madvx_vma *v)
@@ -145,12 +145,12 @@ MADVX_API int madvx_region_unregister(void *addr)
  */
 static int open_maps(void)
 {
-	return madvx_sys_open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	return __madvx_sys_open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 }
 
-int madvx_self_maps_fd(void)
+int __madvx_self_maps_fd(void)
 {
-	return madvx_proc_fd(MADVX_PFD_MAPS, open_maps);
+	return __madvx_proc_fd(MADVX_PFD_MAPS, open_maps);
 }
 
 static int query_procmap(uint64_t addr, struct madvx_vma *v)
@@ -160,11 +160,11 @@ static int query_procmap(uint64_t addr, struct madvx_vma *v)
 		.query_flags = PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
 		.query_addr = addr,
 	};
-	int fd = madvx_self_maps_fd(), ret;
+	int fd = __madvx_self_maps_fd(), ret;
 
 	if (fd < 0)
 		return fd;
-	ret = madvx_sys_ioctl(fd, PROCMAP_QUERY, &q);
+	ret = __madvx_sys_ioctl(fd, PROCMAP_QUERY, &q);
 	if (ret)
 		return ret;
 	*v = (struct madvx_vma){ .start = q.vma_start, .end = q.vma_end };
@@ -196,7 +196,7 @@ static int parse_maps_into(struct madvx_vma_cache *c, uint64_t addr)
 	size_t have = 0;
 	off_t off = 0;
 	uint64_t from = addr;
-	int fd = madvx_self_maps_fd();
+	int fd = __madvx_self_maps_fd();
 
 	if (fd < 0)
 		return fd;
@@ -250,7 +250,7 @@ static bool cache_find(struct madvx_vma_cache *c, uint64_t addr,
 	return false;
 }
 
-int madvx_vma_find(struct madvx_vma_cache *c, uint64_t addr, struct madvx_vma *v)
+int __madvx_vma_find(struct madvx_vma_cache *c, uint64_t addr, struct madvx_vma *v)
 {
 	int ret;
 
@@ -273,7 +273,7 @@ int madvx_vma_find(struct madvx_vma_cache *c, uint64_t addr, struct madvx_vma *v
 	return 0;
 }
 
-int madvx_vma_find_kernel(uint64_t addr, struct madvx_vma *v)
+int __madvx_vma_find_kernel(uint64_t addr, struct madvx_vma *v)
 {
 	struct madvx_vma_cache c = { 0 };
 	int ret;

@@ -55,13 +55,13 @@ static inline void madvx_vma_cache_reset(struct madvx_vma_cache *c)
  * nothing is mapped at or above @addr, or another -errno when no source
  * could answer (the caller then plans without bounds).
  */
-MADVX_HIDDEN int madvx_vma_find(struct madvx_vma_cache *c, uint64_t addr,
+MADVX_HIDDEN int __madvx_vma_find(struct madvx_vma_cache *c, uint64_t addr,
 				struct madvx_vma *v);
 
 /*
  * The same, from the kernel alone: no region, no cache. For deciding results
  * after the kernel refused an entry, where only its own view may count.
  */
-MADVX_HIDDEN int madvx_vma_find_kernel(uint64_t addr, struct madvx_vma *v);
+MADVX_HIDDEN int __madvx_vma_find_kernel(uint64_t addr, struct madvx_vma *v);
 
 #endif /* MADVX_VMA_H */

@@ -95,6 +95,20 @@ if [ -n "$bad" ]; then
 	exit 1
 fi
 echo "exports: $(nm -D --defined-only "$so" | grep -c ' T madvx_') madvx_* functions, nothing else"
+# The static archive: public names are the map's, internal ones __madvx_*
+# (liburing's __io_uring_), so a future public name can never clash.
+ar=$(find "$D" -name 'libmadvx.a' | head -1)
+if [ -n "$ar" ]; then
+	public=$(grep -oE '\bmadvx_[a-z0-9_]+' "$1/../src/libmadvx.map" 2>/dev/null | sort -u)
+	[ -n "$public" ] || public=$(nm -D --defined-only "$so" | awk '{print $3}' | sed 's/@.*//' | sort -u)
+	bad=$(nm -g --defined-only "$ar" | awk 'NF == 3 {print $3}' | grep -v '^__madvx_' |
+	      sort -u | comm -23 - <(echo "$public") || true)
+	if [ -n "$bad" ]; then
+		echo "FAIL: libmadvx.a defines globals that are neither public nor __madvx_*: $bad"
+		exit 1
+	fi
+	echo "static archive: internals are __madvx_* ($(nm -g --defined-only "$ar" | grep -c ' __madvx_') symbols)"
+fi
 if [ $cxx -eq 0 ]; then
 	echo "SKIP: no C++ compiler (c++): the C consumer passed, the C++ one was not built"
 	exit 77

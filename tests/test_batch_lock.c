@@ -125,7 +125,7 @@ struct raw_call {
 static void raw_cb(void *arg)
 {
 	struct raw_call *c = arg;
-	int pidfd = madvx_self_pidfd();
+	int pidfd = __madvx_self_pidfd();
 
 	c->ret = syscall(__NR_process_madvise, pidfd, c->iov, c->n, MADV_DONTNEED, 0);
 }

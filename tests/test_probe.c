@@ -149,7 +149,7 @@ static void check_all_off(void)
 	if (madvx_kernel_info_get(&ki) || (ki.features & ki.disabled) || ki.uffd_features)
 		_exit(31);
 	/* Not used: without PIDFD_SELF the library must hand out a real pidfd. */
-	if (madvx_self_pidfd() < 0 && madvx_feature_supported(MADVX_FEAT_PIDFD_OPEN))
+	if (__madvx_self_pidfd() < 0 && madvx_feature_supported(MADVX_FEAT_PIDFD_OPEN))
 		_exit(32);
 }
 
@@ -183,12 +183,12 @@ static uint8_t *fork_page;
 static void child_zaps_own_page(void)
 {
 	struct iovec iov = { .iov_base = fork_page, .iov_len = test_page() };
-	int fd = madvx_self_pidfd();
+	int fd = __madvx_self_pidfd();
 
 	fork_page[0] = 0x11;	/* COW: the child's own copy now */
 	if (fd < 0 || fd == PIDFD_SELF_THREAD)
 		_exit(40);
-	if (madvx_sys_process_madvise(fd, &iov, 1, MADV_DONTNEED) != (long)test_page())
+	if (__madvx_sys_process_madvise(fd, &iov, 1, MADV_DONTNEED) != (long)test_page())
 		_exit(41);
 	if (!test_page_zero(fork_page))
 		_exit(42);
@@ -196,7 +196,7 @@ static void child_zaps_own_page(void)
 
 static void parent_pidfd_then_fork(void)
 {
-	int fd = madvx_self_pidfd();
+	int fd = __madvx_self_pidfd();
 
 	if (fd < 0)
 		_exit(madvx_feature_supported(MADVX_FEAT_PIDFD_OPEN) ? 50 : 0);
@@ -242,7 +242,7 @@ static void write_cache(const char *key, const char *body, mode_t mode)
 	FILE *f;
 
 	if (!key) {
-		ck_assert_int_eq(madvx_boot_key(boot, sizeof(boot)), 0);
+		ck_assert_int_eq(__madvx_boot_key(boot, sizeof(boot)), 0);
 		key = boot;
 	}
 	snprintf(cache_path, sizeof(cache_path), "/tmp/madvx-test-probe-cache.%d", (int)getpid());

@@ -304,14 +304,14 @@ static void check_vmas(void)
 	{
 		uint64_t vs, ve;
 
-		ck_assert_int_eq(madvx_target_vma_find(t, k.sh->anon + 4096, &vs, &ve), 0);
+		ck_assert_int_eq(__madvx_target_vma_find(t, k.sh->anon + 4096, &vs, &ve), 0);
 		ck_assert_uint_eq(vs, k.sh->anon);
 		ck_assert_uint_eq(ve, k.sh->anon + MIB);
-		ck_assert_int_eq(madvx_target_vma_find(t, k.sh->anon + MIB, &vs, &ve), 0);
+		ck_assert_int_eq(__madvx_target_vma_find(t, k.sh->anon + MIB, &vs, &ve), 0);
 		ck_assert_uint_eq(vs, k.sh->anon + MIB);
-		ck_assert_int_eq(madvx_target_vma_find(t, 4096, &vs, &ve), 0);
+		ck_assert_int_eq(__madvx_target_vma_find(t, 4096, &vs, &ve), 0);
 		ck_assert_uint_gt(vs, 4096);	/* page 1 is never mapped: the next VMA */
-		ck_assert_int_eq(madvx_target_vma_find(t, ~0ULL << 12, &vs, &ve), -ENOENT);
+		ck_assert_int_eq(__madvx_target_vma_find(t, ~0ULL << 12, &vs, &ve), -ENOENT);
 	}
 	/* the stack and the vDSO are found and flagged */
 	ck_assert_int_eq(madvx_target_vma_next(t, 0, MADVX_VMA_STACK, 0, &v), 0);
@@ -873,11 +873,11 @@ START_TEST(remote_advice_rules)
 	ck_assert_int_eq(madvx_target_check(t, MADV_COLD), 0);
 	ck_assert_int_eq(madvx_target_check(t, MADV_PAGEOUT), 0);
 	/* the planner's cached form (internal: target.h) */
-	ck_assert_int_eq(madvx_target_advice_ok(t, MADV_DONTNEED), 0);
-	ck_assert_int_eq(madvx_target_advice_ok(t, MADV_DONTNEED), 0);
-	ck_assert_int_eq(madvx_target_advice_ok(t, MADV_COLD), 1);
-	ck_assert_int_eq(madvx_target_advice_ok(t, MADV_WILLNEED), 1);
-	ck_assert_int_eq(madvx_target_advice_ok(t, 12345), 0);
+	ck_assert_int_eq(__madvx_target_advice_ok(t, MADV_DONTNEED), 0);
+	ck_assert_int_eq(__madvx_target_advice_ok(t, MADV_DONTNEED), 0);
+	ck_assert_int_eq(__madvx_target_advice_ok(t, MADV_COLD), 1);
+	ck_assert_int_eq(__madvx_target_advice_ok(t, MADV_WILLNEED), 1);
+	ck_assert_int_eq(__madvx_target_advice_ok(t, 12345), 0);
 	ck_assert_int_eq(madvx_reclaim(t, &o, NULL), -EINVAL);	/* reclaim: COLD/PAGEOUT only */
 	ck_assert_int_eq(madvx_target_open(-1, 0, &bad), -EINVAL);
 	ck_assert_int_eq(madvx_target_open_pidfd(0, 0, &bad), -EBADF);	/* stdin: not a pidfd */

@@ -145,7 +145,7 @@ const char *pervma_cache_path(void)
 }
 
 /*
- * This boot's key line, as the library's madvx_boot_key() makes it:
+ * This boot's key line, as the library's __madvx_boot_key() makes it:
  * "boot_id <uuid>", or "btime <s>" (/proc/stat) without /proc/sys.
  */
 static int boot_key(char *key, size_t size)
