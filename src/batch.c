@@ -180,30 +180,32 @@ static bool hint_near_other_advice(const struct madvx_batch *b, const struct hin
  */
 static void assign_epoch(struct madvx_batch *b, struct hint_int *h)
 {
-	uint64_t bit = 1ULL << h->adv_idx, lo, hi;
+	uint64_t bit = 1ULL << h->adv_idx;
 	bool cut = false;
 
 	if (b->count == b->epoch_start) {
 		b->epoch_last_key = 0;
+		b->epoch_unsorted = false;
 		h->flags = HINT_EPOCH_START;
 	}
 	if (h->start == h->end)
 		return;
-	lo = block_lo(h->start);
-	hi = block_hi(h->end);
-	if ((b->epoch_advices & ~bit) && lo < b->epoch_hi && b->epoch_lo < hi)
+	/* The bounds are raw; blocks only matter once another advice is in. */
+	if ((b->epoch_advices & ~bit) && block_lo(h->start) < block_hi(b->epoch_hi) &&
+	    block_lo(b->epoch_lo) < block_hi(h->end))
 		cut = b->count - b->epoch_start > EPOCH_SCAN_LIMIT ||
 		      hint_near_other_advice(b, h);
 	if (cut) {
 		b->epoch_start = b->count;
 		b->epoch_advices = 0;
 		b->epoch_last_key = 0;
+		b->epoch_unsorted = false;
 		h->flags = HINT_EPOCH_START;
 	}
-	if (!b->epoch_advices || lo < b->epoch_lo)
-		b->epoch_lo = lo;
-	if (!b->epoch_advices || hi > b->epoch_hi)
-		b->epoch_hi = hi;
+	if (!b->epoch_advices || h->start < b->epoch_lo)
+		b->epoch_lo = h->start;
+	if (!b->epoch_advices || h->end > b->epoch_hi)
+		b->epoch_hi = h->end;
 	b->epoch_advices |= bit;
 }
 
@@ -215,12 +217,12 @@ static void assign_epoch(struct madvx_batch *b, struct hint_int *h)
 static inline void track_order(struct madvx_batch *b, const struct hint_int *h)
 {
 	uint64_t key = madvx_sort_key(h);
-	struct hint_int *first = &b->hints[b->epoch_start];
 
-	if (unlikely(first->flags & HINT_EPOCH_UNSORTED)) {
+	if (unlikely(b->epoch_unsorted)) {
 		madvx_sort_item(b, b->count, key);
 	} else if (unlikely(key < b->epoch_last_key)) {
-		first->flags |= HINT_EPOCH_UNSORTED;
+		b->epoch_unsorted = true;
+		b->hints[b->epoch_start].flags |= HINT_EPOCH_UNSORTED;
 		for (uint32_t i = b->epoch_start; i < b->count; i++)
 			madvx_sort_item(b, i, madvx_sort_key(&b->hints[i]));
 		madvx_sort_item(b, b->count, key);

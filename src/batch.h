@@ -97,6 +97,7 @@ struct madvx_batch {
 	uint64_t epoch_advices;	/* bit per adv_idx */
 	uint64_t epoch_lo, epoch_hi;
 	uint64_t epoch_last_key;	/* to notice adds out of plan order */
+	bool epoch_unsorted;		/* ... and that they stopped (its first hint's flag) */
 
 	/* Set while an async backend flushes: planned groups go to it. */
 	madvx_issue_fn issue;
