@@ -45,6 +45,7 @@ MADVX_API size_t madvx_batch_storage_size(size_t capacity)
 		return 0;
 	sz += capacity * (sizeof(struct hint_int) + sizeof(struct madvx_hint) +
 			  2 * sizeof(struct sort_item));
+	sz += sizeof(uint32_t) << madvx_radix_bits(capacity);
 	return sz;
 }
 
@@ -59,6 +60,9 @@ static void carve_storage(struct madvx_batch *b, char *base)
 	b->sorted = (struct sort_item *)p;
 	p += (size_t)b->capacity * sizeof(struct sort_item);
 	b->scratch = (struct sort_item *)p;
+	p += (size_t)b->capacity * sizeof(struct sort_item);
+	b->radix_bits = madvx_radix_bits(b->capacity);
+	b->radix_count = (uint32_t *)p;
 }
 
 static bool opts_tail_zero(const struct madvx_batch_opts *o)

@@ -111,6 +111,8 @@ struct madvx_batch {
 	struct madvx_hint *res;
 	struct sort_item *sorted;
 	struct sort_item *scratch;
+	uint32_t *radix_count;		/* 1 << radix_bits counters */
+	uint32_t radix_bits;
 	struct madvx_entry entries[MADVX_PLAN_CHUNK];
 	struct madvx_entry spill[MADVX_PLAN_CHUNK];	/* fallback entries, in order */
 	struct iovec iov[MADVX_MAX_VEC];
@@ -133,13 +135,16 @@ static inline uint64_t range_overlap(uint64_t a0, uint64_t a1, uint64_t b0, uint
 	return hi > lo ? hi - lo : 0;
 }
 
-/* The sort item of hint @idx: what planning a sorted epoch reads (plan.c). */
+/*
+ * The sort item of hint @idx, written where the sort starts (scratch[]);
+ * sorted, it lands in sorted[], which planning reads (plan.c).
+ */
 static inline void madvx_sort_item(struct madvx_batch *b, uint32_t idx, uint64_t key)
 {
 	const struct hint_int *h = &b->hints[idx];
 	uint64_t pages = (h->end - h->start) >> 12;
 
-	b->sorted[idx] = (struct sort_item){
+	b->scratch[idx] = (struct sort_item){
 		.key = key, .idx = idx,
 		.pages = pages < UINT32_MAX ? (uint32_t)pages : UINT32_MAX,
 	};
@@ -165,6 +170,19 @@ static inline int madvx_batch_vma(struct madvx_batch *b, uint64_t addr,
 	if (!ret)
 		*v = (struct madvx_vma){ .start = start, .end = end };
 	return ret;
+}
+
+/*
+ * Radix digits up to 4x the capacity (at least 11, at most 20 bits): the
+ * hints of a dense range (an arena) sort in one pass. Counters in storage.
+ */
+static inline uint32_t madvx_radix_bits(size_t capacity)
+{
+	uint32_t bits = 2;
+
+	while (bits < 20 && ((size_t)1 << (bits - 2)) < capacity)
+		bits++;
+	return bits < 11 ? 11 : bits;
 }
 
 /* ---- plan.c ---- */

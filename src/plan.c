@@ -44,25 +44,30 @@ void __madvx_plan_init(void)
 
 /* ---- sorting without malloc: LSD radix sort over the bits that differ ---- */
 
-#define RADIX_MAX_BITS 11	/* 8 KiB of counters on the stack */
-
 /*
  * @differ: the key bits that are not the same in every item. Only the span
- * from its lowest to its highest set bit is sorted, in as few passes of at
- * most 11 bits as cover it: 65536 hints scattered over 512 MiB take two.
+ * from its lowest to its highest set bit is sorted, in as few passes as
+ * digits of at most b->radix_bits cover it, and digits no wider than about
+ * 4n counters (clearing them must not cost more than sorting n items): the
+ * hints of one arena usually take one pass (65536 hints scattered over 512
+ * MiB: 17 bits).
  */
-static void radix_sort(struct sort_item *a, struct sort_item *tmp, uint32_t n,
-		       uint64_t differ)
+static void radix_sort(struct madvx_batch *b, struct sort_item *in, struct sort_item *out,
+		       uint32_t n, uint64_t differ)
 {
-	uint32_t count[1U << RADIX_MAX_BITS];
-	struct sort_item *src = a, *dst = tmp;
+	struct sort_item *src = in, *dst = out;
+	uint32_t *count = b->radix_count, max_bits = 6;
 	int lo, span, passes, bits;
 
-	if (!differ)
+	if (!differ) {
+		memcpy(out, in, n * sizeof(*in));
 		return;
+	}
+	while (max_bits < b->radix_bits && (1U << (max_bits - 2)) < n)
+		max_bits++;
 	lo = __builtin_ctzll(differ);
 	span = 64 - __builtin_clzll(differ) - lo;
-	passes = (span + RADIX_MAX_BITS - 1) / RADIX_MAX_BITS;
+	passes = (span + (int)max_bits - 1) / (int)max_bits;
 	bits = (span + passes - 1) / passes;
 	for (int p = 0; p < passes; p++) {
 		int shift = lo + p * bits;
@@ -85,8 +90,9 @@ static void radix_sort(struct sort_item *a, struct sort_item *tmp, uint32_t n,
 		src = dst;
 		dst = t;
 	}
-	if (src != a)
-		memcpy(a, src, n * sizeof(*a));
+	/* One pass, the usual case, ends in @out already. */
+	if (src != out)
+		memcpy(out, src, n * sizeof(*out));
 }
 
 /*
@@ -122,7 +128,7 @@ static inline int pos_adv_idx(const struct madvx_batch *b, bool via, uint32_t k)
 /* Order the epoch [from, to) for planning; nothing to do when added in order. */
 static void sort_epoch(struct madvx_batch *b, uint32_t from, uint32_t to)
 {
-	struct sort_item *s = b->sorted + from;
+	struct sort_item *s = b->scratch + from;
 	uint32_t n = to - from;
 	uint64_t ones = 0, zeros = ~0ULL;
 
@@ -134,7 +140,7 @@ static void sort_epoch(struct madvx_batch *b, uint32_t from, uint32_t to)
 		ones |= s[i].key;
 		zeros &= s[i].key;
 	}
-	radix_sort(s, b->scratch, n, ones ^ zeros);
+	radix_sort(b, s, b->sorted + from, n, ones ^ zeros);
 }
 
 /* ---- planning ---- */
