@@ -4,7 +4,7 @@
 # a package build does (prefix /usr, multiarch libdir, dpkg-buildflags'
 # hardening flags, buildtype plain), installs it into a staging tree, splits
 # it the usual way (libmadvx1: the shared library; libmadvx-dev: header,
-# .so link, .a, .pc, man3/man7; madvx-tools: madvx-probe, man1), wraps each
+# .so link, .a, .pc, man3/man7; madvx-tools: madvx-probe, madvx-reclaim, man1), wraps each
 # in a throwaway .deb (no debian/ directory is committed: the control data is
 # written here) and runs lintian on the three. Fails on any lintian error.
 #
@@ -53,6 +53,9 @@ move madvx-tools usr/bin usr/share/man/man1
 left=$(find . -type f -o -type l)
 [ -z "$left" ] || { echo "FAIL: installed but in no package: $left"; exit 1; }
 cd "$W"
+# The soname number (libmadvx.so.N), which names the runtime package too.
+sover=$(readelf -d "$(pkgdir libmadvx1)/$lib"/libmadvx.so.*.* | sed -n 's/.*SONAME.*libmadvx\.so\.\([0-9]*\)\].*/\1/p')
+[ "$sover" = 1 ] || { echo "FAIL: soname libmadvx.so.$sover: rename the package libmadvx1 in this script"; exit 1; }
 
 for pkg in libmadvx1 libmadvx-dev madvx-tools; do
 	d=$(pkgdir "$pkg")
@@ -98,7 +101,7 @@ done
 
 # What dh_strip and dh_fixperms do.
 strip --strip-unneeded --remove-section=.comment --remove-section=.note \
-	"$(pkgdir libmadvx1)/$lib"/libmadvx.so.*.* "$(pkgdir madvx-tools)/usr/bin/madvx-probe"
+	"$(pkgdir libmadvx1)/$lib"/libmadvx.so.*.* "$(pkgdir madvx-tools)"/usr/bin/*
 strip --strip-debug --remove-section=.comment "$(pkgdir libmadvx-dev)/$lib/libmadvx.a"
 chmod 644 "$(pkgdir libmadvx1)/$lib"/libmadvx.so.*.*
 
@@ -107,9 +110,9 @@ mkdir -p "$W/src/debian"
 printf 'Source: libmadvx\n\nPackage: libmadvx1\nArchitecture: any\n' >"$W/src/debian/control"
 shlibdeps() { (cd "$W/src" && dpkg-shlibdeps -O -l"$(pkgdir libmadvx1)/$lib" "$@" 2>/dev/null | sed -n 's/^shlibs:Depends=//p'); }
 libdeps=$(shlibdeps "$(pkgdir libmadvx1)/$lib"/libmadvx.so.*.*)
-echo "libmadvx $(echo "$version" | cut -d. -f1) libmadvx1 (>= $version)" >"$W/shlibs.local"
+echo "libmadvx $sover libmadvx$sover (>= $version)" >"$W/shlibs.local"
 tooldeps=$(cd "$W/src" && cp "$W/shlibs.local" debian/shlibs.local &&
-	dpkg-shlibdeps -O -l"$(pkgdir libmadvx1)/$lib" "$(pkgdir madvx-tools)/usr/bin/madvx-probe" 2>/dev/null |
+	dpkg-shlibdeps -O -l"$(pkgdir libmadvx1)/$lib" "$(pkgdir madvx-tools)"/usr/bin/* 2>/dev/null |
 	sed -n 's/^shlibs:Depends=//p')
 
 control() {	# control PKG SECTION DEPENDS SUMMARY MULTIARCH
@@ -137,7 +140,7 @@ EOF
 	(cd "$d" && find usr -type f -exec md5sum {} + | sort -k2 >DEBIAN/md5sums)
 }
 control libmadvx1 libs "$libdeps" "lock-aware batched memory release for allocators and GCs" same
-echo "libmadvx $(echo "$version" | cut -d. -f1) libmadvx1 (>= $version)" >"$(pkgdir libmadvx1)/DEBIAN/shlibs"
+echo "libmadvx $sover libmadvx$sover (>= $version)" >"$(pkgdir libmadvx1)/DEBIAN/shlibs"
 echo "activate-noawait ldconfig" >"$(pkgdir libmadvx1)/DEBIAN/triggers"
 control libmadvx-dev libdevel "libmadvx1 (= $debver), liburing-dev" \
 	"lock-aware batched memory release - development files" same
