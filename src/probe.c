@@ -359,7 +359,7 @@ int __madvx_boot_key(char *buf, size_t size)
  */
 static uint64_t read_boot_cache(uint64_t *measured)
 {
-	const char *path = getenv("MADVX_PROBE_CACHE");
+	const char *path = secure_getenv("MADVX_PROBE_CACHE");
 	char buf[1024], boot[96], key[64];
 	uint64_t on = 0;
 	struct stat sb;
@@ -416,7 +416,7 @@ static void probe_plan_features(struct madvx_probe_state *st)
 {
 	uint64_t measured, cached = read_boot_cache(&measured);
 
-	st->assumed = parse_names(getenv("MADVX_ASSUME")) & PLAN_FEATURES;
+	st->assumed = parse_names(secure_getenv("MADVX_ASSUME")) & PLAN_FEATURES;
 	st->measured = measured & ~st->assumed;
 	st->features |= st->assumed | (cached & st->measured);
 	/* A uffd answer is moot where this process cannot use userfaultfd. */
