@@ -60,13 +60,15 @@ bisect_all_pass()
 cmd_bisect()
 {
 	local only='ksft/*' kernels=patched,nopvl-patched n total d p rc t0 e
-	local out row run from=1 exec_args=()
+	local out row run from=1 exec_kernels= exec_args=()
 	while (($#)); do
 		case $1 in
 		--only) only=$2; shift ;;
 		--only=*) only=${1#*=} ;;
 		--kernels) kernels=$2; shift ;;
 		--kernels=*) kernels=${1#*=} ;;
+		--exec-kernels) exec_kernels=$2; shift ;;
+		--exec-kernels=*) exec_kernels=${1#*=} ;;
 		--from) from=$2; shift ;;
 		--from=*) from=${1#*=} ;;
 		--exec) exec_args+=("$2"); shift ;;
@@ -76,6 +78,9 @@ cmd_bisect()
 		esac
 		shift
 	done
+	# exec boots its kernels one after the other: by default only the
+	# first kernel of the list runs the --exec binaries.
+	exec_kernels=${exec_kernels:-${kernels%%,*}}
 	total=$(series_files | wc -l)
 	((total)) || die "bisect: the series is empty"
 	out="$CACHE/bisect/$(date -u +%Y%m%dT%H%M%SZ)-$$"
@@ -114,7 +119,7 @@ cmd_bisect()
 		for e in "${!exec_args[@]}"; do
 			((rc == 0)) || break
 			# shellcheck disable=SC2086
-			MADVX_KERNEL_PATCHES=$d "$KDIR/run" exec --kernel "$kernels" --timeout 3000 \
+			MADVX_KERNEL_PATCHES=$d "$KDIR/run" exec --kernel "$exec_kernels" --timeout 3000 \
 				${exec_args[$e]} >"$out/exec-$n-$e.log" 2>&1 || rc=4
 			row+=" exec $(grep -o 'runs/[0-9TZ-]*' "$out/exec-$n-$e.log" | head -n 1)"
 		done

@@ -32,8 +32,11 @@ usage: kernel/run [COMMAND] [OPTIONS]
             C files the prefix touches, boot them and run the tests
               --kernels LIST   (default patched,nopvl-patched)
               --only GLOBS     tests to run (default ksft/*)
-              --exec "BIN ARGS"  also run BIN on the patched kernel
-                               (repeatable; a boot per binary)
+              --from N         start at the N-th prefix
+              --exec "BIN ARGS"  also run BIN (repeatable; a boot per
+                               binary and kernel)
+              --exec-kernels LIST  where --exec runs (default: the
+                               first of --kernels)
   w1check   VARIANT           rebuild the series' objects of a built
                               variant with W=1; fail on any warning
   fetch     [--refresh]       download + extract the source package
