@@ -174,6 +174,43 @@ static uint64_t parse_disable(const char *env)
 	return mask;
 }
 
+/* Is @word a blank-separated word of @s? */
+static bool has_word(const char *s, const char *word)
+{
+	size_t n = strlen(word);
+
+	for (const char *p = strstr(s, word); p; p = strstr(p + 1, word))
+		if ((p == s || p[-1] == ' ') && (p[n] == ' ' || !p[n]))
+			return true;
+	return false;
+}
+
+/*
+ * CONFIG_PER_VMA_LOCK is "def_bool y, depends on ARCH_SUPPORTS_PER_VMA_LOCK
+ * && MMU && SMP" (mm/Kconfig, 6.4-7.3): a uniprocessor kernel, whose
+ * uname -v lacks the word SMP (init/Makefile), and an architecture that
+ * does not select ARCH_SUPPORTS_PER_VMA_LOCK (32-bit x86, mips, ...) have
+ * no per-VMA locks, and every madvise() takes mmap_lock there.  ppc64 is
+ * assumed to be pseries/powernv, the platforms that select it.  A 32-bit
+ * personality (setarch i686) on an x86_64 kernel reads as "none": planning
+ * only gets slower.
+ */
+static bool uname_has_per_vma_locks(const struct utsname *u)
+{
+	static const char *const archs[] = {
+		"x86_64", "aarch64", "arm", "loongarch64", "riscv64", "riscv32",
+		"s390x", "ppc64", "ppc64le",
+	};
+
+	if (!has_word(u->version, "SMP"))
+		return false;
+	for (size_t i = 0; i < sizeof(archs) / sizeof(archs[0]); i++)
+		if (!strcmp(u->machine, archs[i]) ||
+		    (!strcmp(archs[i], "arm") && !strncmp(u->machine, "arm", 3)))
+			return true;
+	return false;
+}
+
 static void probe_uname(struct madvx_probe_state *st)
 {
 	struct utsname u;
@@ -184,6 +221,7 @@ static void probe_uname(struct madvx_probe_state *st)
 	snprintf(st->release, sizeof(st->release), "%s", u.release);
 	sscanf(u.release, "%u.%u.%u", &a, &b, &c);
 	st->version = MADVX_KVER(a, b, c > 255 ? 255 : c);
+	st->per_vma_locks = uname_has_per_vma_locks(&u);
 }
 
 /*
@@ -410,7 +448,8 @@ static uint64_t read_boot_cache(uint64_t *measured)
 
 /*
  * per_vma_cold_pageout and per_vma_uffd: MADVX_ASSUME wins, else the boot
- * cache; without either they stay off.
+ * cache; without either they stay off, and on a kernel without per-VMA locks
+ * they are off whatever either says.
  */
 static void probe_plan_features(struct madvx_probe_state *st)
 {
@@ -422,6 +461,9 @@ static void probe_plan_features(struct madvx_probe_state *st)
 	/* A uffd answer is moot where this process cannot use userfaultfd. */
 	if (!(st->features & BIT(MADVX_FEAT_UFFD)))
 		st->features &= ~BIT(MADVX_FEAT_PER_VMA_UFFD);
+	/* Both are moot on a kernel without per-VMA locks (or with them disabled). */
+	if (!(st->features & BIT(MADVX_FEAT_PER_VMA_MADVISE)))
+		st->features &= ~PLAN_FEATURES;
 }
 
 /*
@@ -507,7 +549,7 @@ static void run_probe(void)
 		set_feature(st, MADVX_FEAT_PROCMAP_QUERY, probe_procmap_query());
 	if (wanted(st, MADVX_FEAT_PER_VMA_MADVISE))
 		set_feature(st, MADVX_FEAT_PER_VMA_MADVISE,
-			    st->version >= MADVX_KVER(6, 17, 0));
+			    st->version >= MADVX_KVER(6, 17, 0) && st->per_vma_locks);
 	if (wanted(st, MADVX_FEAT_VMA_LOCK_STATS))
 		set_feature(st, MADVX_FEAT_VMA_LOCK_STATS,
 			    vmstat_has("vma_lock_success"));

@@ -5,9 +5,11 @@
  * over 64 VMAs, some crossing VMA boundaries, takes no mmap_lock in the
  * calling thread, while the same hints as one raw process_madvise() vector
  * with a crossing entry first do (the kernel's sticky fallback), and the
- * pages really are zapped. Needs root (tracefs) and a kernel with the
- * per-VMA madvise path (6.17+) and PROCMAP_QUERY under per-VMA locks;
- * otherwise the executable is skipped with the reason.
+ * pages really are zapped; and madvx_advice_lock()'s answer for
+ * MADV_DONTNEED is the lock the kernel takes. Needs root (tracefs),
+ * otherwise the executable is skipped with the reason; the batch checks
+ * also need the per-VMA madvise path (6.17+ with CONFIG_PER_VMA_LOCK) and
+ * PROCMAP_QUERY under per-VMA locks, and say so when they do not run.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -212,6 +214,35 @@ START_TEST(locktrace_sees_a_read_lock)
 }
 END_TEST
 
+static void dontneed_cb(void *arg)
+{
+	madvise(arg, 16 * test_page(), MADV_DONTNEED);
+}
+
+/*
+ * madvx_advice_lock(MADV_DONTNEED) says what the kernel does: per-VMA on
+ * 6.17+ with CONFIG_PER_VMA_LOCK (an SMP kernel of an architecture that has
+ * it), mmap_read_lock otherwise - e.g. on the test kernel's uniprocessor
+ * variant, where the version alone predicted per-VMA.
+ */
+START_TEST(dontneed_lock_prediction_matches_kernel)
+{
+	uint8_t *p = test_map_filled(16, 3);
+	struct locktrace_result r;
+	enum madvx_lock want = madvx_advice_lock(MADV_DONTNEED);
+
+	ck_assert_int_eq(locktrace_measure(&lt, dontneed_cb, p, &r), 0);
+	printf("MADV_DONTNEED of one VMA: %llu read acquisitions, predicted %s\n",
+	       (unsigned long long)r.self.acq_read, madvx_lock_name(want));
+	ck_assert_uint_eq(r.self.acq_write, 0);
+	if (want == MADVX_LOCK_PER_VMA)
+		ck_assert_uint_eq(r.self.acq_read, 0);
+	else
+		ck_assert_uint_eq(r.self.acq_read, 1);
+	munmap(p, 16 * test_page());
+}
+END_TEST
+
 static pthread_barrier_t bar;
 static atomic_int other_go;
 
@@ -279,12 +310,9 @@ int main(void)
 	TCase *tc = tcase_create("mmap_lock");
 	bool vec = madvx_feature_supported(MADVX_FEAT_PROCESS_MADVISE) > 0 &&
 		   madvx_advice_supported(MADV_DONTNEED) > 0;
+	bool pervma = madvx_feature_supported(MADVX_FEAT_PER_VMA_MADVISE) > 0;
 	int ret;
 
-	if (madvx_feature_supported(MADVX_FEAT_PER_VMA_MADVISE) <= 0)
-		test_skip("kernel without per-VMA locks for MADV_DONTNEED (6.17+)");
-	if (madvx_feature_supported(MADVX_FEAT_PROCMAP_QUERY) <= 0)
-		test_skip("no PROCMAP_QUERY: VMA lookups read /proc/self/maps under mmap_lock");
 	ret = locktrace_open(&lt);
 	if (ret) {
 		char why[256];
@@ -296,12 +324,22 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, locktrace_sees_a_read_lock);
 	tcase_add_test(tc, locktrace_sees_other_threads);
-	tcase_add_test(tc, batch_flush_takes_no_mmap_lock);
-	if (vec) {
+	tcase_add_test(tc, dontneed_lock_prediction_matches_kernel);
+	/* The batch checks need the per-VMA path and lock-free VMA lookups. */
+	if (!pervma)
+		printf("NOTE: kernel without per-VMA locks for MADV_DONTNEED (6.17+, SMP, "
+		       "CONFIG_PER_VMA_LOCK): batch tests not run\n");
+	else if (madvx_feature_supported(MADVX_FEAT_PROCMAP_QUERY) <= 0)
+		printf("NOTE: no PROCMAP_QUERY (VMA lookups read /proc/self/maps under "
+		       "mmap_lock): batch tests not run\n");
+	else
+		tcase_add_test(tc, batch_flush_takes_no_mmap_lock);
+	if (vec && pervma) {
 		tcase_add_test(tc, raw_vector_with_crossing_entry_takes_mmap_lock);
 		tcase_add_test(tc, raw_vector_single_vma_entries_take_no_mmap_lock);
 	} else {
-		printf("NOTE: process_madvise(DONTNEED) unavailable: raw vector tests not run\n");
+		printf("NOTE: process_madvise(DONTNEED) or per-VMA locks unavailable: "
+		       "raw vector tests not run\n");
 	}
 	suite_add_tcase(s, tc);
 	ret = test_run_suite(s);

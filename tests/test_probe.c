@@ -11,6 +11,8 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 
+#include <sys/utsname.h>
+
 #include "harness.h"
 #include "internal.h"
 #ifdef MADVX_HAVE_LIBURING
@@ -272,10 +274,11 @@ static void expect_cold(const char *cache, const char *assume, bool want, int sr
 		unsetenv("MADVX_DISABLE");
 		if (madvx_kernel_info_get(&ki))
 			_exit(10);
+		/* Without per-VMA locks at all (e.g. a UP kernel) the answer is moot. */
+		want = want && madvx_feature_supported(MADVX_FEAT_PER_VMA_MADVISE) > 0;
 		if ((madvx_feature_supported(MADVX_FEAT_PER_VMA_COLD_PAGEOUT) > 0) != want)
 			_exit(11);
-		if ((madvx_advice_lock(MADV_COLD) == MADVX_LOCK_PER_VMA) !=
-		    (want && madvx_feature_supported(MADVX_FEAT_PER_VMA_MADVISE) > 0))
+		if ((madvx_advice_lock(MADV_COLD) == MADVX_LOCK_PER_VMA) != want)
 			_exit(12);
 		if (!!(ki.assumed & bit) != (src == 'a') || !!(ki.measured & bit) != (src == 'm'))
 			_exit(13);
@@ -332,14 +335,28 @@ START_TEST(kernel_info_respects_size)
 }
 END_TEST
 
-/* The lock table by version: 7.3 (and 6.17+) put DONTNEED on the per-VMA path. */
+/*
+ * The lock table by version and kernel: 7.3 (and 6.17+) put DONTNEED on the
+ * per-VMA path where the kernel has per-VMA locks (SMP; an architecture
+ * with them): never on a uniprocessor kernel.
+ */
 START_TEST(lock_table_follows_version)
 {
 	struct madvx_kernel_info ki = { .size = sizeof(ki) };
+	bool pervma = madvx_feature_supported(MADVX_FEAT_PER_VMA_MADVISE) > 0;
 	enum madvx_lock want;
+	struct utsname u;
 
 	ck_assert_int_eq(madvx_kernel_info_get(&ki), 0);
-	want = ki.version >= MADVX_KVER(6, 17, 0) ? MADVX_LOCK_PER_VMA : MADVX_LOCK_MMAP_READ;
+	ck_assert_int_eq(uname(&u), 0);
+	if (pervma) {
+		ck_assert_uint_ge(ki.version, MADVX_KVER(6, 17, 0));
+		ck_assert_msg(strstr(u.version, "SMP"), "per_vma_madvise on '%s'", u.version);
+	} else if (ki.version >= MADVX_KVER(6, 17, 0) && !strcmp(u.machine, "x86_64") &&
+		   strstr(u.version, " SMP ") && !getenv("MADVX_DISABLE")) {
+		ck_abort_msg("no per_vma_madvise on SMP x86_64 %s", ki.release);
+	}
+	want = pervma ? MADVX_LOCK_PER_VMA : MADVX_LOCK_MMAP_READ;
 	ck_assert_int_eq(madvx_advice_lock(MADV_DONTNEED), want);
 	/* COLD/PAGEOUT: per-VMA only with the kernel/patches series. */
 	ck_assert_int_eq(madvx_advice_lock(MADV_COLD),

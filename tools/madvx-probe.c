@@ -89,7 +89,7 @@ static const char *source(const struct madvx_kernel_info *ki, int f)
 	if (f == MADVX_FEAT_IO_URING_BUILT)
 		return "build";
 	if (f == MADVX_FEAT_PER_VMA_MADVISE)
-		return "kernel version";
+		return "kernel version, SMP and arch (uname)";
 	return "probe";
 }
 
