@@ -60,7 +60,7 @@ bisect_all_pass()
 cmd_bisect()
 {
 	local only='ksft/*' kernels=patched,nopvl-patched n total d p rc t0 e
-	local out row run from=1 exec_kernels= exec_args=()
+	local out row run from=1 to= exec_kernels= exec_args=()
 	while (($#)); do
 		case $1 in
 		--only) only=$2; shift ;;
@@ -69,6 +69,8 @@ cmd_bisect()
 		--kernels=*) kernels=${1#*=} ;;
 		--exec-kernels) exec_kernels=$2; shift ;;
 		--exec-kernels=*) exec_kernels=${1#*=} ;;
+		--to) to=$2; shift ;;
+		--to=*) to=${1#*=} ;;
 		--from) from=$2; shift ;;
 		--from=*) from=${1#*=} ;;
 		--exec) exec_args+=("$2"); shift ;;
@@ -86,9 +88,10 @@ cmd_bisect()
 	out="$CACHE/bisect/$(date -u +%Y%m%dT%H%M%SZ)-$$"
 	mkdir -p "$out"
 	printf '%-8s %-6s %-8s %-8s %s\n' prefix build w1 test "run / exec" >"$out/summary.txt"
-	[[ $from =~ ^[1-9][0-9]*$ ]] && ((from <= total)) ||
-		die "bisect: --from $from: the series has $total patches"
-	for ((n = from; n <= total; n++)); do
+	to=${to:-$total}
+	[[ $from =~ ^[1-9][0-9]*$ && $to =~ ^[1-9][0-9]*$ ]] && ((from <= to && to <= total)) ||
+		die "bisect: --from $from --to $to: the series has $total patches"
+	for ((n = from; n <= to; n++)); do
 		d="$out/series-$n"
 		mkdir -p "$d"
 		for p in $(series_files | head -n "$n"); do
@@ -131,5 +134,77 @@ cmd_bisect()
 		fi
 	done
 	cat "$out/summary.txt"
-	log "bisect: all $total prefixes build W=1-clean and pass ($out)"
+	log "bisect: prefixes $from-$to of $total build W=1-clean and pass ($out)"
+}
+
+# kernel/run w1configs: every prefix of the series compiles W=1-clean in
+# the kernel's own configs too - x86_64 defconfig (per-VMA locks) and
+# i386_defconfig (none: 32-bit x86 does not select
+# ARCH_SUPPORTS_PER_VMA_LOCK) - for the C files the series touches.  Uses a
+# private git worktree of the patched tree ($CACHE/w1/tree) and build dirs
+# $CACHE/w1/<config>, so it can run beside test, exec and bisect.
+cmd_w1configs()
+{
+	local configs="x86_64_defconfig i386_defconfig" src tree tip total n c
+	local cfg arch bdir objs f log out row
+	[[ ${1:-} ]] && configs=${*//,/ }
+	# The patched repository's objects only: its working tree may be at
+	# another series (a running bisect); commit_series() does not touch it.
+	src="$(dirname "$SRC_PRISTINE")/patched"
+	git -C "$src" cat-file -e 'madvx-base^{tree}' 2>/dev/null ||
+		die "w1configs: no patched tree yet (kernel/run build patched)"
+	tree=$CACHE/w1/tree
+	total=$(series_files | wc -l)
+	((total)) || die "w1configs: the series is empty"
+	lock tree
+	tip=$(commit_series "$src") || exit 1
+	unlock tree
+	if [[ ! -e $tree/.git ]]; then
+		rm -rf "$tree"
+		git -C "$src" worktree prune
+		git -C "$src" worktree add -q --detach "$tree" madvx-base
+	fi
+	out=$CACHE/w1/summary.txt
+	printf '%-8s %s\n' prefix "$configs" >"$out"
+	for ((n = 1; n <= total; n++)); do
+		c=$(git -C "$src" rev-parse "$tip~$((total - n))")
+		git -C "$tree" checkout -q --detach "$c"
+		row=$(printf '%-8s' "$n")
+		for cfg in $configs; do
+			case $cfg in
+			i386_*) arch=i386 ;;
+			*) arch=x86_64 ;;
+			esac
+			bdir=$CACHE/w1/$cfg
+			if [[ ! -f $bdir/.madvx-prepared ]]; then
+				mkdir -p "$bdir"
+				log "w1configs: $cfg: make $cfg prepare (once)"
+				nice -n 10 make -s -C "$tree" O="$bdir" ARCH=$arch "$cfg" prepare \
+					>"$bdir/prepare.log" 2>&1 ||
+					{ tail -n 20 "$bdir/prepare.log" >&2; die "w1configs: $cfg: prepare failed"; }
+				touch "$bdir/.madvx-prepared"
+			fi
+			objs=()
+			for f in $(series_c_files); do
+				# Kernel objects only (not tools/), as far as the prefix has them.
+				[[ $f != tools/* && -f $tree/$f ]] || continue
+				rm -f "$bdir/${f%.c}.o"
+				objs+=("${f%.c}.o")
+			done
+			log=$bdir/w1-$n.log
+			if ! nice -n 10 make -C "$tree" O="$bdir" ARCH=$arch W=1 -j"$JOBS" \
+				"${objs[@]}" >"$log" 2>&1; then
+				cat "$log" >&2
+				die "w1configs: prefix $n, $cfg: build failed"
+			fi
+			if grep -q 'warning:' "$log"; then
+				grep 'warning:' "$log" >&2
+				die "w1configs: prefix $n, $cfg: W=1 warnings"
+			fi
+			row+=" $(printf '%s' "${#objs[@]} objects clean")"
+		done
+		echo "$row" >>"$out"
+		log "w1configs: prefix $n: $row"
+	done
+	cat "$out"
 }

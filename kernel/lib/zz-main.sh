@@ -32,13 +32,16 @@ usage: kernel/run [COMMAND] [OPTIONS]
             C files the prefix touches, boot them and run the tests
               --kernels LIST   (default patched,nopvl-patched)
               --only GLOBS     tests to run (default ksft/*)
-              --from N         start at the N-th prefix
+              --from N, --to N  only the prefixes N.. / ..N
               --exec "BIN ARGS"  also run BIN (repeatable; a boot per
                                binary and kernel)
               --exec-kernels LIST  where --exec runs (default: the
                                first of --kernels)
   w1check   VARIANT           rebuild the series' objects of a built
                               variant with W=1; fail on any warning
+  w1configs [CONFIGS]         every prefix: the series' objects with W=1
+                              in x86_64_defconfig and i386_defconfig (or
+                              the given make configs); fail on any warning
   fetch     [--refresh]       download + extract the source package
   initramfs                   build the test initramfs only
   deps                        install missing Debian packages
@@ -313,6 +316,7 @@ main()
 	selftest) cmd_selftest "$@" ;;
 	bisect) cmd_deps; cmd_fetch; cmd_bisect "$@" ;;
 	w1check) cmd_fetch; cmd_w1check "$@" ;;
+	w1configs) cmd_fetch; cmd_w1configs "$@" ;;
 	parse) cmd_parse "$@" ;;
 	-h | --help | help) usage ;;
 	*) usage >&2; die "unknown command $cmd" ;;
