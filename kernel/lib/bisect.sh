@@ -140,7 +140,9 @@ cmd_bisect()
 # kernel/run w1configs: every prefix of the series compiles W=1-clean in
 # the kernel's own configs too - x86_64 defconfig (per-VMA locks) and
 # i386_defconfig (none: 32-bit x86 does not select
-# ARCH_SUPPORTS_PER_VMA_LOCK) - for the C files the series touches.  Uses a
+# ARCH_SUPPORTS_PER_VMA_LOCK), each with USERFAULTFD, IO_URING,
+# ADVISE_SYSCALLS, PER_VMA_LOCK_STATS and THP on so that the series' code is
+# compiled - for the C files the series touches.  Uses a
 # private git worktree of the patched tree ($CACHE/w1/tree) and build dirs
 # $CACHE/w1/<config>, so it can run beside test, exec and bisect.
 cmd_w1configs()
@@ -179,7 +181,13 @@ cmd_w1configs()
 			if [[ ! -f $bdir/.madvx-prepared ]]; then
 				mkdir -p "$bdir"
 				log "w1configs: $cfg: make $cfg prepare (once)"
-				nice -n 10 make -s -C "$tree" O="$bdir" ARCH=$arch "$cfg" prepare \
+				# The config plus what compiles the series' code:
+				# userfaultfd, io_uring, madvise and the debug counters.
+				{ nice -n 10 make -s -C "$tree" O="$bdir" ARCH=$arch "$cfg" &&
+					"$tree/scripts/config" --file "$bdir/.config" -e USERFAULTFD \
+						-e IO_URING -e ADVISE_SYSCALLS -e PER_VMA_LOCK_STATS \
+						-e TRANSPARENT_HUGEPAGE &&
+					nice -n 10 make -s -C "$tree" O="$bdir" ARCH=$arch olddefconfig prepare; } \
 					>"$bdir/prepare.log" 2>&1 ||
 					{ tail -n 20 "$bdir/prepare.log" >&2; die "w1configs: $cfg: prepare failed"; }
 				touch "$bdir/.madvx-prepared"
