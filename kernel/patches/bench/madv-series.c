@@ -28,7 +28,9 @@
  * "writers" threads mmap()/munmap() their own 64 KiB VMAs meanwhile.
  * Reported, as key=value lines: mmap_lock acquisitions of the advising
  * thread (from the mmap_lock tracepoints in a tracefs instance filtered to
- * that thread), writer iterations, and the deltas of the per-VMA lock
+ * that thread; not while it re-touches its pages between calls, whose
+ * faults take mmap_lock on a kernel without per-VMA locks), writer
+ * iterations, and the deltas of the per-VMA lock
  * counters in /proc/vmstat (those a kernel does not have are printed as -1).
  * Build: gcc -O2 -static -pthread -o madv-series madv-series.c
  */
@@ -359,8 +361,15 @@ int main(int argc, char **argv)
 	for (long i = 0; i < calls; i++) {
 		long ret = 0;
 
-		if (!strcmp(mode, "pageout"))
+		/*
+		 * Re-touching is not traced: without per-VMA locks every page
+		 * fault takes mmap_lock, which would count as the advice's.
+		 */
+		if (!strcmp(mode, "pageout")) {
+			trace_put(TRACE, "tracing_on", "0");
 			touch(p, len);
+			trace_put(TRACE, "tracing_on", "1");
+		}
 		w0 = atomic_load(&writer_iters);
 		t0 = now();
 		if (!strcmp(mode, "uffd"))
@@ -380,9 +389,12 @@ int main(int argc, char **argv)
 		w_in_calls += atomic_load(&writer_iters) - w0;
 		if (ret)
 			errors++;
-		if (vec)	/* the writable VMAs; faults take VMA locks */
+		if (vec) {	/* the writable VMAs, untraced (see above) */
+			trace_put(TRACE, "tracing_on", "0");
 			for (size_t o = 0; o < len; o += 2 * PG)
 				p[o] = 1;
+			trace_put(TRACE, "tracing_on", "1");
+		}
 	}
 	if (!strcmp(mode, "counters"))
 		for (long i = 0; i < calls; i++)
