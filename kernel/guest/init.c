@@ -141,6 +141,48 @@ out:
 	return ret;
 }
 
+/*
+ * Keep two probes on every tracepoint the tests enable, from two tracefs
+ * instances that never record: a test enabling one of these events then
+ * takes its tracepoint from N >= 2 probes to N + 1, which patches no kernel
+ * text.  Under QEMU TCG the text patching of the 0->1 and 1->2 steps (static
+ * calls and jump labels: int3, then IPIs) raced with the other vCPU and
+ * ended in "Oops: int3" twice on 2026-12-01, once on the pristine kernel,
+ * while a test enabled an mmap_lock event; set_event_pid registers sched_*
+ * probes the same way, so the pins filter on a pid too.
+ */
+static void pin_tracepoints(void)
+{
+	static const char *const files[] = {
+		"tracing_on", "0",
+		"buffer_size_kb", "4",
+		"set_event_pid", "1",
+		"events/mmap_lock/enable", "1",
+		"events/vmscan/mm_vmscan_reclaim_pages/enable", "1",
+		"events/io_uring/io_uring_queue_async_work/enable", "1",
+	};
+	char dir[96], path[192];
+	int i, f, ret, failed = 0;
+
+	for (i = 0; i < 2; i++) {
+		snprintf(dir, sizeof(dir), "/sys/kernel/tracing/instances/madvx-pin%d", i);
+		if (mkdir(dir, 0755) && errno != EEXIST) {
+			out("MADVX-INIT no tracepoint pins: %s: %s\n", dir, strerror(errno));
+			return;
+		}
+		for (f = 0; f < (int)(sizeof(files) / sizeof(files[0])); f += 2) {
+			snprintf(path, sizeof(path), "%s/%s", dir, files[f]);
+			ret = write_file(path, files[f + 1]);
+			if (ret) {
+				out("MADVX-INIT tracepoint pin %s: %s\n", path, strerror(-ret));
+				failed++;
+			}
+		}
+	}
+	if (!failed)
+		out("MADVX-INIT tracepoints pinned (mmap_lock, vmscan reclaim, io_uring punt, sched pid filter)\n");
+}
+
 static void setup_zram(void)
 {
 	char buf[32], size[32];
@@ -404,6 +446,7 @@ int main(void)
 	uname(&u);
 	out("MADVX-BOOT %s %s cpus=%ld\n", u.release, u.version, sysconf(_SC_NPROCESSORS_ONLN));
 	setup_zram();
+	pin_tracepoints();
 	if (cmdline_opt("madvx.shell", shell, sizeof(shell)) && shell[0] == '1') {
 		pid_t pid = fork();
 
