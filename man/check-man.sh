@@ -4,6 +4,7 @@
 # resolves, and every function exported in src/libmadvx.map has a page.
 set -euo pipefail
 cd "$1"
+map=$2
 if ! command -v man >/dev/null; then
 	echo "SKIP: man(1) not found (install man-db): pages not rendered"
 	exit 77
@@ -15,13 +16,13 @@ for f in man1/*.1 man3/*.3 man7/*.7; do
 		echo "FAIL: $f: $out"
 		fail=1
 	fi
-	LC_ALL=C MANWIDTH=80 man -l "$f" 2>/dev/null | grep -q . || { echo "FAIL: $f renders empty"; fail=1; }
+	[ -n "$(LC_ALL=C MANWIDTH=80 man -l "$f" 2>/dev/null)" ] || { echo "FAIL: $f renders empty"; fail=1; }
 done
-for sym in $(sed -n 's/^\t\t\(madvx_[a-z0-9_]*\);/\1/p' ../src/libmadvx.map); do
+for sym in $(sed -n 's/^\t\t\(madvx_[a-z0-9_]*\);/\1/p' "$map"); do
 	[ -f "man3/$sym.3" ] || { echo "MISSING: man3/$sym.3"; fail=1; }
 done
 for f in man1/*.1 man3/*.3 man7/*.7; do
-	head -n 2 "$f" | grep -q 'SPDX-License-Identifier' || { echo "FAIL: $f: no SPDX line"; fail=1; }
+	[[ $(sed -n 1,2p "$f") == *SPDX-License-Identifier* ]] || { echo "FAIL: $f: no SPDX line"; fail=1; }
 done
 [ $fail -eq 0 ] && echo "man pages: $(ls man1/*.1 man3/*.3 man7/*.7 | wc -l) render cleanly"
 exit $fail

@@ -4,19 +4,32 @@
 # <madvx.h> with nothing but `pkg-config --cflags --libs madvx`, run them
 # against the installed library, and check that the shared library exports
 # only madvx_* symbols.
+# Usage: install-check.sh BUILD_DIR SOURCE_MAP (src/libmadvx.map of the
+# source tree: meson passes both, the build dir may be anywhere).
 set -euo pipefail
 build=$1
+map=$2
+[ -r "$map" ] || { echo "FAIL: version script $map not readable"; exit 1; }
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 
 meson install -C "$build" --destdir "$D" --no-rebuild --quiet
-pcdir=$(dirname "$(find "$D" -name madvx.pc | head -1)")
-[ -n "$pcdir" ] || { echo "FAIL: madvx.pc not installed"; exit 1; }
+# first_found DIR NAME-OR-PATH-TEST...: the first match of find(1), or
+# nothing. find's -quit stops it at that match; no reader exits early on a
+# pipe (under pipefail that killed writer fails the script, issue 19).
+first_found() {
+	local dir=$1; shift
+	find "$dir" "$@" -print -quit
+}
+pc=$(first_found "$D" -name madvx.pc)
+[ -n "$pc" ] || { echo "FAIL: madvx.pc not installed"; exit 1; }
+pcdir=$(dirname "$pc")
 export PKG_CONFIG_PATH=$pcdir PKG_CONFIG_SYSROOT_DIR=$D
-so=$(find "$D" -name 'libmadvx.so.*.*' | head -1)
+so=$(first_found "$D" -name 'libmadvx.so.*.*')
+[ -n "$so" ] || { echo "FAIL: libmadvx.so.* not installed"; exit 1; }
 export LD_LIBRARY_PATH=$(dirname "$so")
 for f in include/madvx.h include/madvx-version.h bin/madvx-probe; do
-	find "$D" -path "*/$f" | grep -q . || { echo "FAIL: $f not installed"; exit 1; }
+	[ -n "$(first_found "$D" -path "*/$f")" ] || { echo "FAIL: $f not installed"; exit 1; }
 done
 
 cat > "$D/c.c" <<'EOC'
@@ -35,7 +48,7 @@ sed -i 's/"C: /"C++: /' "$D/cxx.cc"
 # shellcheck disable=SC2046
 cc -Wall -Werror -o "$D/c" "$D/c.c" $(pkg-config --cflags --libs madvx)
 for f in man3/madvx_batch_create.3 man7/madvx.7 man1/madvx-probe.1; do
-	find "$D" -path "*/man/$f*" | grep -q . || { echo "FAIL: $f not installed"; exit 1; }
+	[ -n "$(first_found "$D" -path "*/man/$f*")" ] || { echo "FAIL: $f not installed"; exit 1; }
 done
 "$D/c"
 cxx=1
@@ -97,10 +110,10 @@ fi
 echo "exports: $(nm -D --defined-only "$so" | grep -c ' T madvx_') madvx_* functions, nothing else"
 # The static archive: public names are the map's, internal ones __madvx_*
 # (liburing's __io_uring_), so a future public name can never clash.
-ar=$(find "$D" -name 'libmadvx.a' | head -1)
+ar=$(first_found "$D" -name 'libmadvx.a')
 if [ -n "$ar" ]; then
-	public=$(grep -oE '\bmadvx_[a-z0-9_]+' "$1/../src/libmadvx.map" 2>/dev/null | sort -u)
-	[ -n "$public" ] || public=$(nm -D --defined-only "$so" | awk '{print $3}' | sed 's/@.*//' | sort -u)
+	public=$(grep -oE '\bmadvx_[a-z0-9_]+' "$map" | sort -u)
+	[ -n "$public" ] || { echo "FAIL: no madvx_* name in $map"; exit 1; }
 	bad=$(nm -g --defined-only "$ar" | awk 'NF == 3 {print $3}' | grep -v '^__madvx_' |
 	      sort -u | comm -23 - <(echo "$public") || true)
 	if [ -n "$bad" ]; then

@@ -15,7 +15,7 @@ expect() {	# expect STATUS DESCRIPTION CMD...
 	"$@" >"$t/out" 2>"$t/err"
 	rc=$?
 	if [ "$rc" -ne "$want" ]; then
-		echo "FAIL: $what: exit $rc, want $want"; sed 's/^/  /' "$t/err" | head -5
+		echo "FAIL: $what: exit $rc, want $want"; sed -n 's/^/  /; 1,5p' "$t/err"
 		fail=1
 	fi
 }

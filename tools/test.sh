@@ -55,8 +55,10 @@ stage() {	# stage TITLE CMD...: run, then print how long it took
 tsan_suites() {
 	local dir=build-tsan names=() s
 	build_only $dir -Db_sanitize=thread -Db_lundef=false -Dbench=false -Dexamples=false
+	local list
+	list=$(meson test -C $dir --list 2>/dev/null)
 	for s in async fork; do
-		meson test -C $dir --list 2>/dev/null | grep -qE "(^| )$s$" && names+=("$s")
+		grep -qE "(^| )$s$" <<<"$list" && names+=("$s")
 	done
 	# TSan's shadow layout cannot cope with some kernels' mmap randomisation
 	# (vm.mmap_rnd_bits=32): run without ASLR where setarch can.

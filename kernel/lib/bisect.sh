@@ -57,6 +57,13 @@ bisect_all_pass()
 	return $bad
 }
 
+# The first runs/<stamp> a kernel/run log names (awk reads the file itself:
+# no early-exit reader on a pipe under pipefail).
+first_run_dir()
+{
+	awk 'match($0, /runs\/[0-9TZ-]*/) { print substr($0, RSTART, RLENGTH); exit }' "$1"
+}
+
 cmd_bisect()
 {
 	local only='ksft/*' kernels=patched,nopvl-patched n total d p rc t0 e
@@ -94,7 +101,7 @@ cmd_bisect()
 	for ((n = from; n <= to; n++)); do
 		d="$out/series-$n"
 		mkdir -p "$d"
-		for p in $(series_files | head -n "$n"); do
+		for p in $(series_files | sed -n "1,${n}p"); do
 			cp "$p" "$d/"
 		done
 		t0=$SECONDS
@@ -111,7 +118,7 @@ cmd_bisect()
 		if ((rc == 0)); then
 			MADVX_KERNEL_PATCHES=$d "$KDIR/run" test --kernels "$kernels" --only "$only" \
 				>"$out/test-$n.log" 2>&1 || rc=3
-			run=$(grep -o 'runs/[0-9TZ-]*' "$out/test-$n.log" | head -n 1)
+			run=$(first_run_dir "$out/test-$n.log")
 			# Stricter than test's verdict, whose reference kernel is the
 			# first of the list (a test failing there is only a note):
 			# every selected test passes or skips on every kernel.
@@ -124,7 +131,7 @@ cmd_bisect()
 			# shellcheck disable=SC2086
 			MADVX_KERNEL_PATCHES=$d "$KDIR/run" exec --kernel "$exec_kernels" --timeout 3000 \
 				${exec_args[$e]} >"$out/exec-$n-$e.log" 2>&1 || rc=4
-			row+=" exec $(grep -o 'runs/[0-9TZ-]*' "$out/exec-$n-$e.log" | head -n 1)"
+			row+=" exec $(first_run_dir "$out/exec-$n-$e.log")"
 		done
 		echo "$row" >>"$out/summary.txt"
 		log "bisect: prefix $n: $row"

@@ -87,52 +87,97 @@ papt_cache()
 		"$@"
 }
 
-# Download the newest $MADVX_KERNEL_PACKAGE into $CACHE/debs, unless a .deb of
-# it is cached already and --refresh was not given.  Sets DEB.
-fetch_deb()
+# Write the private sources list and update the private lists; a signature
+# problem is fatal (apt refuses unsigned indexes itself; we also refuse its
+# warnings about them).
+update_private_lists()
 {
-	local uri have sha want
-	mkdir -p "$CACHE/apt/lists/partial" "$CACHE/apt/cache/archives/partial" "$CACHE/debs"
-	have=$(ls -1 "$CACHE/debs/${MADVX_KERNEL_PACKAGE}"_*.deb 2>/dev/null | sort -V | tail -n 1 || true)
-	if [[ -n $have && ${REFRESH:-0} = 0 ]]; then
-		DEB=$have
-		log "fetch: using cached $(basename "$DEB") (kernel/run fetch --refresh to look for a newer upload)"
-		return
-	fi
+	local uri
 	uri=$(debian_mirror_uri)
 	[[ -r $MADVX_KERNEL_KEYRING ]] || die "keyring $MADVX_KERNEL_KEYRING missing (apt-get install debian-archive-keyring)"
 	printf 'deb [signed-by=%s] %s %s %s\n' "$MADVX_KERNEL_KEYRING" "$uri" \
 		"$MADVX_KERNEL_SUITE" "$MADVX_KERNEL_COMPONENT" >"$CACHE/apt/sources.list"
 	log "fetch: apt update of $MADVX_KERNEL_SUITE/$MADVX_KERNEL_COMPONENT (private lists in $CACHE/apt)"
-	# apt refuses unsigned or badly signed indexes by itself; make a
-	# warning about them fatal as well.
 	papt update -o APT::Get::AllowUnauthenticated=false >"$CACHE/apt/update.log" 2>&1 ||
 		{ cat "$CACHE/apt/update.log" >&2; die "private apt-get update failed"; }
 	if grep -Eq '^(W|E):.*(GPG|signature|NO_PUBKEY|not signed)' "$CACHE/apt/update.log"; then
 		cat "$CACHE/apt/update.log" >&2
 		die "signature problem with $MADVX_KERNEL_SUITE"
 	fi
+}
+
+# Print the SHA256 fields the signed Packages index gives for package=version
+# (one per line; apt-cache prints a record per index that carries it).  The
+# whole output is read before it is matched: a reader that stops at its
+# first match (grep -q) kills apt-cache with SIGPIPE, and under pipefail a
+# matching hash then reads as a mismatch (issue 19).
+index_sha256()
+{
+	local records
+	records=$(papt_cache show "$1=$2" 2>/dev/null) || return 0
+	awk '/^SHA256: / { print $2 }' <<<"$records"
+}
+
+# Check $1 (a .deb of $MADVX_KERNEL_PACKAGE) against the signed index and die
+# unless its SHA256 is the index's.  Run on every use of the file, cached or
+# just downloaded: a cache is only as good as its last check.
+verify_deb()
+{
+	local deb=$1 ver sha want
+	ver=$(dpkg-deb -f "$deb" Version 2>/dev/null) || die "$deb is not a readable .deb"
+	sha=$(sha256sum "$deb" | cut -d' ' -f1)
+	want=$(index_sha256 "$MADVX_KERNEL_PACKAGE" "$ver")
+	[[ -n $want ]] ||
+		die "$MADVX_KERNEL_PACKAGE=$ver is not in the private Packages index (kernel/run fetch --refresh)"
+	grep -qxF "$sha" <<<"$want" ||
+		die "SHA256 of $deb ($sha) does not match the Packages index ($(tr '\n' ' ' <<<"$want"))"
+	echo "$sha  $(basename "$deb")" >"$deb.sha256"
+	log "fetch: $(basename "$deb") sha256 $sha verified against the signed Packages index"
+}
+
+# The newest cached .deb of the package, or nothing.
+newest_cached_deb()
+{
+	local debs=("$CACHE/debs/${MADVX_KERNEL_PACKAGE}"_*.deb)
+	[[ -f ${debs[0]} ]] || return 0
+	printf '%s\n' "${debs[@]}" | sort -V | tail -n 1
+}
+
+# Download the newest $MADVX_KERNEL_PACKAGE into $CACHE/debs, unless a .deb of
+# it is cached already and --refresh was not given.  Sets DEB.
+fetch_deb()
+{
+	local have want debs
+	mkdir -p "$CACHE/apt/lists/partial" "$CACHE/apt/cache/archives/partial" "$CACHE/debs"
+	have=$(newest_cached_deb)
+	if [[ -n $have && ${REFRESH:-0} = 0 ]]; then
+		DEB=$have
+		# A cache filled by an older kernel/run may lack the lists.
+		[[ -f $CACHE/apt/sources.list ]] || update_private_lists
+		log "fetch: using cached $(basename "$DEB") (kernel/run fetch --refresh to look for a newer upload)"
+		verify_deb "$DEB"
+		return
+	fi
+	update_private_lists
 	want=$(papt_cache show "$MADVX_KERNEL_PACKAGE" 2>/dev/null |
 		awk '/^Version:/ { print $2 }' | sort -V | tail -n 1)
 	[[ -n $want ]] || die "$MADVX_KERNEL_PACKAGE not found in $MADVX_KERNEL_SUITE"
 	log "fetch: downloading $MADVX_KERNEL_PACKAGE=$want"
 	(cd "$CACHE/debs" && papt download "$MADVX_KERNEL_PACKAGE=$want") ||
 		die "apt-get download $MADVX_KERNEL_PACKAGE=$want failed"
-	DEB=$(ls -1 "$CACHE/debs/${MADVX_KERNEL_PACKAGE}_${want//:/%3a}"_*.deb | head -n 1)
+	debs=("$CACHE/debs/${MADVX_KERNEL_PACKAGE}_${want//:/%3a}"_*.deb)
+	[[ -f ${debs[0]} ]] || die "apt-get download left no .deb of $MADVX_KERNEL_PACKAGE=$want"
+	DEB=${debs[0]}
 	# apt-get download checks the hash already; check it once more against
 	# the (signature-verified) Packages index so the record is explicit.
-	sha=$(sha256sum "$DEB" | cut -d' ' -f1)
-	papt_cache show "$MADVX_KERNEL_PACKAGE=$want" | grep -q "^SHA256: $sha\$" ||
-		die "SHA256 of $DEB does not match the Packages index"
-	echo "$sha  $(basename "$DEB")" >"$DEB.sha256"
-	log "fetch: $(basename "$DEB") sha256 $sha verified against the signed Packages index"
+	verify_deb "$DEB"
 }
 
 # Extract the .deb's tarball to $CACHE/src/linux-<upstream version>/pristine.
 # Sets KVER (upstream version, e.g. 7.3.4), DEBVER and SRC_PRISTINE.
 extract_source()
 {
-	local dir tmp tarball
+	local dir tmp tarball tarballs
 	DEBVER=$(dpkg-deb -f "$DEB" Version)
 	KVER=${DEBVER%%-*}
 	KVER=${KVER%%+*}
@@ -148,7 +193,8 @@ extract_source()
 	tmp="$dir/tmp"
 	mkdir -p "$tmp"
 	dpkg-deb -x "$DEB" "$tmp"
-	tarball=$(ls -1 "$tmp"/usr/src/linux-source-*.tar.* | head -n 1)
+	tarballs=("$tmp"/usr/src/linux-source-*.tar.*)
+	tarball=${tarballs[0]}
 	[[ -f $tarball ]] || die "no source tarball inside $DEB"
 	mkdir -p "$SRC_PRISTINE"
 	tar -xf "$tarball" -C "$SRC_PRISTINE" --strip-components=1

@@ -32,8 +32,12 @@ LIB_BUILD=${MADVX_KERNEL_LIB_BUILD:-$REPO/build-kernel-static}
 
 is_static_elf()
 {
-	head -c 4 "$1" | grep -q 'ELF' || return 1
-	! readelf -lW "$1" 2>/dev/null | grep -q 'INTERP'
+	local headers
+	[[ $(head -c 4 "$1") = $'\x7f'ELF ]] || return 1
+	# Read all of readelf's output first: `readelf | grep -q` under
+	# pipefail reads a killed readelf (SIGPIPE) as "no INTERP".
+	headers=$(readelf -lW "$1" 2>/dev/null) || return 1
+	[[ $headers != *INTERP* ]]
 }
 
 # Shadow of a kernel tree for building its selftests: the selftest Makefile

@@ -28,7 +28,7 @@ selftest_case()
 		return 1
 	fi
 	echo "selftest $name: ok (exit $rc as expected); lines seen:"
-	grep -E -- "$want_re" "$ST_DIR/$name.out" | head -n 6 | sed 's/^/    /'
+	grep -E -m 6 -- "$want_re" "$ST_DIR/$name.out" | sed 's/^/    /'
 	return 0
 }
 

@@ -231,7 +231,7 @@ cmd_exec()
 	bin=$1
 	shift
 	[[ -f $bin ]] || die "exec: $bin does not exist"
-	is_static_elf "$bin" || head -c 2 "$bin" | grep -q '#!' ||
+	is_static_elf "$bin" || [[ $(head -c 2 "$bin") = '#!' ]] ||
 		die "exec: $bin is not a static executable (link with -static)"
 	name=$(basename "$bin")
 	EXTRA_NAMES=("$name")
