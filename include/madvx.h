@@ -299,7 +299,10 @@ MADVX_API int madvx_kernel_info_get(struct madvx_kernel_info *info);
  * "The same memory" is counted in page-table blocks (2 MiB with 4 KiB
  * pages): a populating fault maps its neighbours (fault-around, a huge
  * page) and a zap or pageout splits or takes a huge page, so a POPULATE
- * next to a PAGEOUT changes what the PAGEOUT finds. Ordering compares
+ * next to a PAGEOUT changes what the PAGEOUT finds. MADV_POPULATE_READ/
+ * WRITE also keep their order against hints of their own advice in one
+ * block: with multi-size THP the folio a fault allocates depends on what
+ * earlier faults mapped around it. Ordering compares
  * virtual addresses: two mappings of one file or memfd (aliases) are not
  * ordered against each other.
  *

@@ -148,7 +148,19 @@ MADVX_API void madvx_batch_free(struct madvx_batch *b)
  * takes a huge page, all within one page-table block (PMD: 2 MiB with
  * 4 KiB pages). So for ordering, a hint covers the PMD-aligned blocks it
  * touches: two hints of different advices in one block keep their order.
+ * A populating hint keeps its order against every hint of its block, of
+ * its own advice too: the size of the folio a fault allocates (mTHP, e.g.
+ * hugepages-16kB "always") depends on which neighbouring PTEs earlier
+ * faults mapped, so two POPULATE_WRITEs in one block, applied in the other
+ * order, leave other pages resident (seen on a 6.18 host with 16 KiB mTHP).
  */
+static bool faults_in(const struct hint_int *h)
+{
+	int advice = __madvx_advice_at(h->adv_idx);
+
+	return advice == MADV_POPULATE_READ || advice == MADV_POPULATE_WRITE;
+}
+
 static uint64_t block_lo(uint64_t addr)
 {
 	return addr & ~(madvx_pmd_size() - 1);
@@ -161,14 +173,15 @@ static uint64_t block_hi(uint64_t end)
 	return end > UINT64_MAX - (blk - 1) ? UINT64_MAX : (end + blk - 1) & ~(blk - 1);
 }
 
-static bool hint_near_other_advice(const struct madvx_batch *b, const struct hint_int *h)
+static bool hint_near_ordered_hint(const struct madvx_batch *b, const struct hint_int *h)
 {
 	uint64_t lo = block_lo(h->start), hi = block_hi(h->end);
+	bool any = faults_in(h);
 
 	for (uint32_t i = b->epoch_start; i < b->count; i++) {
 		const struct hint_int *g = &b->hints[i];
 
-		if (g->adv_idx != h->adv_idx && g->start != g->end &&
+		if ((any || g->adv_idx != h->adv_idx) && g->start != g->end &&
 		    block_lo(g->start) < hi && lo < block_hi(g->end))
 			return true;
 	}
@@ -185,6 +198,8 @@ static bool hint_near_other_advice(const struct madvx_batch *b, const struct hin
 static void assign_epoch(struct madvx_batch *b, struct hint_int *h)
 {
 	uint64_t bit = 1ULL << h->adv_idx;
+	/* The advices this hint must stay ordered against. */
+	uint64_t ordered = faults_in(h) ? ~0ULL : ~bit;
 	bool cut = false;
 
 	if (b->count == b->epoch_start) {
@@ -195,10 +210,10 @@ static void assign_epoch(struct madvx_batch *b, struct hint_int *h)
 	if (h->start == h->end)
 		return;
 	/* The bounds are raw; blocks only matter once another advice is in. */
-	if ((b->epoch_advices & ~bit) && block_lo(h->start) < block_hi(b->epoch_hi) &&
+	if ((b->epoch_advices & ordered) && block_lo(h->start) < block_hi(b->epoch_hi) &&
 	    block_lo(b->epoch_lo) < block_hi(h->end))
 		cut = b->count - b->epoch_start > EPOCH_SCAN_LIMIT ||
-		      hint_near_other_advice(b, h);
+		      hint_near_ordered_hint(b, h);
 	if (cut) {
 		b->epoch_start = b->count;
 		b->epoch_advices = 0;

@@ -93,13 +93,36 @@ static inline int test_run_suite(Suite *s)
 }
 
 /* An anonymous private RW mapping of @pages pages, every page filled with @seed. */
+/*
+ * Anonymous memory at a 2 MiB (PMD) boundary. Tests compare two areas
+ * (the library's against madvise()'s): with multi-size THP (e.g.
+ * hugepages-16kB "always") a fault maps a folio aligned to its size, so two
+ * areas at different offsets from a folio boundary populate differently
+ * for the same hints. A PMD boundary is a boundary of every folio size.
+ */
+static inline uint8_t *test_map_aligned(size_t len)
+{
+	const size_t blk = 2UL << 20;
+	uint8_t *raw = mmap(NULL, len + blk, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint8_t *p;
+	size_t head;
+
+	ck_assert_ptr_ne(raw, MAP_FAILED);
+	p = (uint8_t *)(((uintptr_t)raw + blk - 1) & ~(uintptr_t)(blk - 1));
+	head = (size_t)(p - raw);
+	if (head)
+		ck_assert_int_eq(munmap(raw, head), 0);
+	if (blk - head)
+		ck_assert_int_eq(munmap(p + len, blk - head), 0);
+	return p;
+}
+
 static inline uint8_t *test_map_filled(size_t pages, uint8_t seed)
 {
 	size_t len = pages * test_page();
-	uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint8_t *p = test_map_aligned(len);
 
-	ck_assert_ptr_ne(p, MAP_FAILED);
 	for (size_t i = 0; i < pages; i++)
 		memset(p + i * test_page(), seed + (uint8_t)i, test_page());
 	return p;
