@@ -18,11 +18,12 @@ for f in man1/*.1 man3/*.3 man7/*.7; do
 	fi
 	[ -n "$(LC_ALL=C MANWIDTH=80 man -l "$f" 2>/dev/null)" ] || { echo "FAIL: $f renders empty"; fail=1; }
 done
-for sym in $(sed -n 's/^\t\t\(madvx_[a-z0-9_]*\);/\1/p' "$map"); do
+while read -r sym; do
 	[ -f "man3/$sym.3" ] || { echo "MISSING: man3/$sym.3"; fail=1; }
-done
+done < <(sed -n 's/^\t\t\(madvx_[a-z0-9_]*\);/\1/p' "$map")
 for f in man1/*.1 man3/*.3 man7/*.7; do
 	[[ $(sed -n 1,2p "$f") == *SPDX-License-Identifier* ]] || { echo "FAIL: $f: no SPDX line"; fail=1; }
 done
-[ $fail -eq 0 ] && echo "man pages: $(ls man1/*.1 man3/*.3 man7/*.7 | wc -l) render cleanly"
+pages=(man1/*.1 man3/*.3 man7/*.7)
+[ $fail -eq 0 ] && echo "man pages: ${#pages[@]} render cleanly"
 exit $fail

@@ -27,7 +27,8 @@ pcdir=$(dirname "$pc")
 export PKG_CONFIG_PATH=$pcdir PKG_CONFIG_SYSROOT_DIR=$D
 so=$(first_found "$D" -name 'libmadvx.so.*.*')
 [ -n "$so" ] || { echo "FAIL: libmadvx.so.* not installed"; exit 1; }
-export LD_LIBRARY_PATH=$(dirname "$so")
+LD_LIBRARY_PATH=$(dirname "$so")
+export LD_LIBRARY_PATH
 for f in include/madvx.h include/madvx-version.h bin/madvx-probe; do
 	[ -n "$(first_found "$D" -path "*/$f")" ] || { echo "FAIL: $f not installed"; exit 1; }
 done
@@ -45,7 +46,7 @@ int main(void)
 EOC
 cp "$D/c.c" "$D/cxx.cc"
 sed -i 's/"C: /"C++: /' "$D/cxx.cc"
-# shellcheck disable=SC2046
+# shellcheck disable=SC2046 # pkg-config prints several flags: split on purpose
 cc -Wall -Werror -o "$D/c" "$D/c.c" $(pkg-config --cflags --libs madvx)
 for f in man3/madvx_batch_create.3 man7/madvx.7 man1/madvx-probe.1; do
 	[ -n "$(first_found "$D" -path "*/man/$f*")" ] || { echo "FAIL: $f not installed"; exit 1; }
@@ -53,7 +54,7 @@ done
 "$D/c"
 cxx=1
 if command -v c++ >/dev/null; then
-	# shellcheck disable=SC2046
+	# shellcheck disable=SC2046 # as above
 	c++ -Wall -Werror -o "$D/cxx" "$D/cxx.cc" $(pkg-config --cflags --libs madvx)
 	"$D/cxx"
 else
@@ -92,7 +93,7 @@ for comp in cc clang c++ clang++; do
 	*) stds="c99 c11"; src=$D/h.c ;;
 	esac
 	for std in $stds; do
-		# shellcheck disable=SC2046
+		# shellcheck disable=SC2046 # as above
 		$comp -std="$std" -pedantic -Wall -Wextra -Werror -o "$D/h" "$src" \
 			$(pkg-config --cflags --libs madvx) ||
 			{ echo "FAIL: <madvx.h> with $comp -std=$std -pedantic"; exit 1; }

@@ -35,7 +35,7 @@ if [ -w /dev/full ]; then
 	# shellcheck disable=SC2016 # $0 is expanded by the inner sh
 	expect 1 "stdout on /dev/full" sh -c '"$0" > /dev/full' "$probe"
 	grep -q "write error" "$t/err" || { echo "FAIL: /dev/full: no 'write error' message"; fail=1; }
-	# shellcheck disable=SC2016
+	# shellcheck disable=SC2016 # $0 is expanded by the inner sh, not here
 	expect 1 "--json on /dev/full" sh -c '"$0" --json > /dev/full' "$probe"
 else
 	echo "note: no writable /dev/full here: write-error check not run"

@@ -24,7 +24,7 @@ echo "=== madvx-bench: libmadvx against what you would write instead (medians; B
 missed=0
 # --check: exit 3 when a target is MISSED; any other failure stops the demo.
 for args in "--scenario p1,p2 --reps 7 --plot build-demo/p2.png" "--scenario p3 --reps 200"; do
-	# shellcheck disable=SC2086
+	# shellcheck disable=SC2086 # $args is an argument list: split on purpose
 	./build-demo/bench/madvx-bench --check $args || { rc=$?; [ $rc -eq 3 ] || exit $rc; missed=1; }
 done
 if [ $missed -eq 1 ]; then

@@ -48,9 +48,9 @@ need_pkgs() {
 # The library, its tests and examples (docs/PACKAGING.md explains each).
 # shellcheck disable=SC2034 # used by the scripts that source this file
 BUILD_PKGS=(gcc g++ meson ninja-build pkg-config liburing-dev)
-# shellcheck disable=SC2034
-TEST_PKGS=(check man-db python3 libjemalloc-dev libmimalloc-dev)
+# shellcheck disable=SC2034 # as above
+TEST_PKGS=(check man-db python3 libjemalloc-dev libmimalloc-dev shellcheck)
 # What tools/test.sh adds: the clang build, the .deb lint, setpriv/unshare for
 # the dist check (util-linux is essential on Debian).
-# shellcheck disable=SC2034
+# shellcheck disable=SC2034 # as above
 CI_PKGS=(clang lintian dpkg-dev)

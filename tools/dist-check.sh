@@ -65,7 +65,7 @@ EOF
 [ ${#cmds[@]} -ge 4 ] || { echo "FAIL: README's build block not found"; exit 1; }
 t0=$SECONDS
 for c in "${cmds[@]}"; do
-	# shellcheck disable=SC2206
+	# shellcheck disable=SC2206 # each command line is split into words on purpose
 	argv=($c)
 	case "$c" in
 	"meson test"*)

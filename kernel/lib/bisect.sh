@@ -67,7 +67,7 @@ first_run_dir()
 cmd_bisect()
 {
 	local only='ksft/*' kernels=patched,nopvl-patched n total d p rc t0 e
-	local out row run from=1 to= exec_kernels= exec_args=()
+	local klist=() out row run from=1 to='' exec_kernels='' exec_args=()
 	while (($#)); do
 		case $1 in
 		--only) only=$2; shift ;;
@@ -96,8 +96,9 @@ cmd_bisect()
 	mkdir -p "$out"
 	printf '%-8s %-6s %-8s %-8s %s\n' prefix build w1 test "run / exec" >"$out/summary.txt"
 	to=${to:-$total}
-	[[ $from =~ ^[1-9][0-9]*$ && $to =~ ^[1-9][0-9]*$ ]] && ((from <= to && to <= total)) ||
+	if ! [[ $from =~ ^[1-9][0-9]*$ && $to =~ ^[1-9][0-9]*$ ]] || ((from > to || to > total)); then
 		die "bisect: --from $from --to $to: the series has $total patches"
+	fi
 	for ((n = from; n <= to; n++)); do
 		d="$out/series-$n"
 		mkdir -p "$d"
@@ -107,7 +108,8 @@ cmd_bisect()
 		t0=$SECONDS
 		row=$(printf '%-8s' "$n")
 		rc=0
-		MADVX_KERNEL_PATCHES=$d "$KDIR/run" build ${kernels//,/ } >"$out/build-$n.log" 2>&1 || rc=1
+		IFS=, read -r -a klist <<<"$kernels"
+		MADVX_KERNEL_PATCHES=$d "$KDIR/run" build "${klist[@]}" >"$out/build-$n.log" 2>&1 || rc=1
 		row+=$(printf ' %-6s' "$([[ $rc = 0 ]] && echo "$((SECONDS - t0))s" || echo FAIL)")
 		if ((rc == 0)); then
 			for v in ${kernels//,/ }; do
@@ -128,7 +130,7 @@ cmd_bisect()
 		fi
 		for e in "${!exec_args[@]}"; do
 			((rc == 0)) || break
-			# shellcheck disable=SC2086
+			# shellcheck disable=SC2086 # each --exec argument is a command line: split on purpose
 			MADVX_KERNEL_PATCHES=$d "$KDIR/run" exec --kernel "$exec_kernels" --timeout 3000 \
 				${exec_args[$e]} >"$out/exec-$n-$e.log" 2>&1 || rc=4
 			row+=" exec $(first_run_dir "$out/exec-$n-$e.log")"

@@ -84,7 +84,7 @@ expected_tests()
 		if [[ -n $only ]]; then
 			ok=0
 			for pat in ${only//,/ }; do
-				# shellcheck disable=SC2053
+				# shellcheck disable=SC2053 # $pat is a glob (--only "madvx/*")
 				[[ $n == $pat || $full == $pat || $g == $pat ]] && ok=1
 			done
 			((ok)) || continue
@@ -92,7 +92,7 @@ expected_tests()
 		if [[ -n $skip ]]; then
 			ok=1
 			for pat in ${skip//,/ }; do
-				# shellcheck disable=SC2053
+				# shellcheck disable=SC2053 # $pat is a glob (--skip "madvx/*")
 				[[ $n == $pat || $full == $pat || $g == $pat ]] && ok=0
 			done
 			((ok)) || continue
@@ -190,7 +190,7 @@ judge()
 		# Last line: the plain "N passed, N failed" that CI reads.
 		echo "kernel: $npass passed, $nfail failed, $nskip skipped"
 	} >"$dir/verdict.txt"
-	cat "$dir/verdict.txt" | tee -a "$dir/summary.txt"
+	tee -a "$dir/summary.txt" <"$dir/verdict.txt"
 	return $bad
 }
 
@@ -200,7 +200,8 @@ new_run_dir()
 	RUN_DIR="$CACHE/runs/$(date -u +%Y%m%dT%H%M%SZ)-$$"
 	mkdir -p "$RUN_DIR"
 	# Keep the newest 40 runs.
-	for old in $(ls -1d "$CACHE"/runs/2*/ 2>/dev/null | sort | head -n -40); do
+	# The stamps sort by time; glob order is that order in the C locale.
+	for old in $(LC_ALL=C compgen -G "$CACHE/runs/2*/" | sort | head -n -40); do
 		rm -rf "$old"
 	done
 	ln -sfn "$RUN_DIR" "$CACHE/runs/latest"

@@ -38,7 +38,7 @@ series_hash()
 		echo none
 		return
 	fi
-	# shellcheck disable=SC2086
+	# shellcheck disable=SC2086 # a list of patch paths (no spaces: kernel/patches)
 	(for p in $files; do basename "$p"; sha256sum <"$p"; done) | sha256sum | cut -c1-16
 }
 
@@ -166,7 +166,7 @@ prepare_patched_tree()
 		rm -rf "$SRC_PATCHED" "$SRC_PATCHED.tmp"
 		cp -a --reflink=auto "$SRC_PRISTINE" "$SRC_PATCHED.tmp"
 		(
-			cd "$SRC_PATCHED.tmp"
+			cd "$SRC_PATCHED.tmp" || exit
 			git init -q
 			git config user.name "madvx kernel/run"
 			git config user.email "madvx@invalid"
@@ -232,6 +232,23 @@ build_variant()
 	unlock "$lname"
 }
 
+# configure_build_dir VARIANT SRC BDIR FRAGMENT...: .config from tinyconfig
+# plus the fragments, checked (check_config). Run every time the key
+# changes; if the result is the same, kbuild rebuilds nothing for it.
+configure_build_dir()
+{
+	local v=$1 src=$2 bdir=$3
+	shift 3
+	cat "$@" >"$bdir/madvx.config"
+	kmake "$src" "$bdir" tinyconfig >"$bdir/madvx-config.log" 2>&1 ||
+		{ tail -n 30 "$bdir/madvx-config.log" >&2; die "build $v: make tinyconfig failed"; }
+	(cd "$bdir" && "$src/scripts/kconfig/merge_config.sh" -m -O "$bdir" "$bdir/.config" "$bdir/madvx.config") \
+		>>"$bdir/madvx-config.log" 2>&1 || { tail -n 30 "$bdir/madvx-config.log" >&2; die "build $v: merge_config failed"; }
+	kmake "$src" "$bdir" olddefconfig >>"$bdir/madvx-config.log" 2>&1 ||
+		{ tail -n 30 "$bdir/madvx-config.log" >&2; die "build $v: olddefconfig failed"; }
+	check_config "$bdir/.config" "$@"
+}
+
 build_variant_locked()
 {
 	local v=$1 bdir=$2 key src frags t0
@@ -249,18 +266,8 @@ build_variant_locked()
 	rm -f "$bdir/.madvx-key"
 	t0=$SECONDS
 	log "build $v: key $key, source $src, out $bdir"
-	# Regenerate .config from tinyconfig + fragments every time the key
-	# changes; if the result is the same, kbuild rebuilds nothing for it.
-	# shellcheck disable=SC2086
-	cat $frags >"$bdir/madvx.config"
-	kmake "$src" "$bdir" tinyconfig >"$bdir/madvx-config.log" 2>&1 ||
-		{ tail -n 30 "$bdir/madvx-config.log" >&2; die "build $v: make tinyconfig failed"; }
-	(cd "$bdir" && "$src/scripts/kconfig/merge_config.sh" -m -O "$bdir" "$bdir/.config" "$bdir/madvx.config") \
-		>>"$bdir/madvx-config.log" 2>&1 || { tail -n 30 "$bdir/madvx-config.log" >&2; die "build $v: merge_config failed"; }
-	kmake "$src" "$bdir" olddefconfig >>"$bdir/madvx-config.log" 2>&1 ||
-		{ tail -n 30 "$bdir/madvx-config.log" >&2; die "build $v: olddefconfig failed"; }
-	# shellcheck disable=SC2086
-	check_config "$bdir/.config" $frags
+	# shellcheck disable=SC2086 # $frags is a list of fragment paths
+	configure_build_dir "$v" "$src" "$bdir" $frags
 	if ! kmake "$src" "$bdir" -j"$JOBS" bzImage >"$bdir/madvx-build.log" 2>&1; then
 		grep -E -B2 -A8 'error:|Error [0-9]' "$bdir/madvx-build.log" | tail -n 60 >&2
 		die "build $v: make bzImage failed (log: $bdir/madvx-build.log)"

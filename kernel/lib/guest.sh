@@ -133,7 +133,7 @@ build_library()
 	# shared libmadvx cannot be linked with -static, so a target that
 	# links it fails here and is reported by the staging step below.
 	if [[ -n $targets ]]; then
-		# shellcheck disable=SC2086
+		# shellcheck disable=SC2086 # $targets is a list of ninja targets
 		nice -n 10 ninja -C "$LIB_BUILD" -k 0 -j "$JOBS" $targets >"$stage/../lib-build.log" 2>&1 ||
 			log "library: some targets did not link statically (log: $stage/../lib-build.log)"
 	fi

@@ -43,6 +43,10 @@ usage: kernel/run [COMMAND] [OPTIONS]
                               in x86_64_defconfig and i386_defconfig (or
                               the given make configs); fail on any warning
   fetch     [--refresh]       download + extract the source package
+  coldcheck [--reps N]        the cold path (private lists, index check,
+                              extract, first configure) in a scratch cache
+                              seeded with the cached .deb; a corrupted copy
+                              must be refused (tools/test.sh runs it)
   initramfs                   build the test initramfs only
   deps                        install missing Debian packages
   selftest                    check that the tooling fails when it must
@@ -234,9 +238,13 @@ cmd_exec()
 	is_static_elf "$bin" || [[ $(head -c 2 "$bin") = '#!' ]] ||
 		die "exec: $bin is not a static executable (link with -static)"
 	name=$(basename "$bin")
+	# shellcheck disable=SC2034 # read by build_extra_archive (guest.sh)
 	EXTRA_NAMES=("$name")
+	# shellcheck disable=SC2034 # as above
 	EXTRA_PATHS=("$bin")
+	# shellcheck disable=SC2034 # as above
 	EXTRA_TIMEOUTS=("$timeout")
+	# shellcheck disable=SC2034 # as above
 	EXTRA_ARGS=("$*")
 	cmd_deps
 	cmd_fetch
@@ -305,12 +313,14 @@ main()
 	local cmd=${1:-test}
 	(($#)) && shift
 	mkdir -p "$CACHE"
+	# shellcheck disable=SC2034 # REFRESH (fetch) is read by fetch_deb (fetch.sh)
 	case $cmd in
 	test) cmd_test "$@" ;;
 	exec) cmd_exec "$@" ;;
 	shell) cmd_shell "$@" ;;
 	build) cmd_deps; cmd_build "$@" ;;
 	fetch) [[ ${1:-} = --refresh ]] && REFRESH=1; cmd_fetch ;;
+	coldcheck) cmd_deps; cmd_coldcheck "$@" ;;
 	initramfs) cmd_deps; cmd_fetch; build_initramfs ;;
 	deps) cmd_deps ;;
 	selftest) cmd_selftest "$@" ;;
