@@ -11,7 +11,8 @@
 #   build-tsan/          ThreadSanitizer: the suites async and fork
 #   meson dist           the tarball built and tested as nobody, no network
 #   lintian              throwaway .debs from the install tree
-#   test kernel          base vs patched under QEMU (kernel/run test)
+#   test kernel          base vs patched under QEMU (kernel/run test), then
+#                        the cold path in a scratch cache (kernel/run coldcheck)
 # Each stage prints its time. Options: --host-only skips the test-kernel stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -98,4 +99,8 @@ stage "lintian on throwaway .debs" tools/lintian-check.sh
 
 if [ "$host_only" -eq 0 ] && [ -x kernel/run ]; then
 	stage "test kernel: base vs patched under QEMU" kernel/run test
+	# What only a fresh machine runs, on every run: a scratch cache seeded
+	# with the verified .deb (no second download), a corrupted copy refused.
+	stage "test kernel: the cold path (lists, index check, extract, configure) in a scratch cache" \
+		kernel/run coldcheck
 fi
