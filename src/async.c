@@ -24,6 +24,7 @@
 
 #include "async.h"
 #include "batch.h"
+#include "probe-backends.h"
 
 #define DEFAULT_TICKETS 64
 #define MAX_TICKETS 65536
@@ -45,6 +46,7 @@ MADVX_API const char *madvx_async_backend_name(enum madvx_async_backend backend)
 static bool io_uring_usable(void)
 {
 #ifdef MADVX_HAVE_LIBURING
+	__madvx_iouring_probe_once();
 	return madvx_has(MADVX_FEAT_IO_URING_MADVISE);
 #else
 	return false;

@@ -57,7 +57,7 @@ static bool probe_madvise64(struct io_uring *ring)
 
 #define PROBE_OPS 256		/* io_uring_get_probe_ring()'s size */
 
-void __madvx_iouring_probe(struct madvx_probe_state *st)
+static void probe_iouring(struct madvx_probe_found *st)
 {
 	union {
 		struct io_uring_probe p;
@@ -94,6 +94,11 @@ void __madvx_iouring_probe(struct madvx_probe_state *st)
 			st->features |= 1ULL << MADVX_FEAT_IO_URING_MADVISE64;
 	}
 	io_uring_queue_exit(&ring);
+}
+
+void __madvx_iouring_probe_once(void)
+{
+	__madvx_probe_group(MADVX_PG_IOURING, probe_iouring);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -192,6 +197,7 @@ int __madvx_uring_create(struct madvx_async *a, const struct madvx_async_opts *o
 	for (uint32_t i = 0; i < u->nrecs; i++)
 		u->recs[i].next_free = i + 1 < u->nrecs ? i + 1 : NIL;
 	u->free_head = 0;
+	__madvx_iouring_probe_once();
 	u->madv64 = madvx_has(MADVX_FEAT_IO_URING_MADVISE64);
 	u->sqe_flags = handoff_flags(u->ring);
 	u->tag = UD_MAGIC | ((uint64_t)(atomic_fetch_add(&cookies, 1) & 0xffff) << 32);

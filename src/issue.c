@@ -309,7 +309,7 @@ static bool use_vector(struct madvx_batch *b, int advice)
 		return true;
 	return !(b->flags & MADVX_BATCH_NO_VECTOR) &&
 	       madvx_has(MADVX_FEAT_PROCESS_MADVISE) &&
-	       madvx_advice_supported(advice) == 1 &&
+	       (__madvx_pmadv_advices() & (1ULL << i)) &&
 	       !atomic_load_explicit(&pmadv_broken, memory_order_relaxed) &&
 	       !(atomic_load_explicit(&pmadv_rejected, memory_order_relaxed) & (1ULL << i));
 }
@@ -345,6 +345,9 @@ static bool vector_entry_failed(struct madvx_batch *b, int advice,
 	}
 	switch (ret) {
 	case -ENOSYS:
+		/* The version promised process_madvise(); this kernel has none. */
+		__madvx_feature_demote(MADVX_FEAT_PROCESS_MADVISE);
+		/* fall through */
 	case -EBADF:
 	case -ESRCH:
 		/* No process_madvise, or no usable pidfd: decided once per process. */
@@ -411,6 +414,20 @@ static void issue_vector(struct madvx_batch *b, int advice,
 		}
 		if ((ret == -EINTR || ret == -EAGAIN) && tries++ < MAX_RETRIES) {
 			b->st.retries++;
+			continue;
+		}
+		if (ret == -EBADF && pidfd == PIDFD_SELF_THREAD) {
+			/*
+			 * The version promised PIDFD_SELF; this kernel resolves
+			 * no such fd, before doing anything: name ourselves
+			 * with pidfd_open() from now on and resend the call.
+			 */
+			__madvx_feature_demote(MADVX_FEAT_PIDFD_SELF);
+			pidfd = __madvx_self_pidfd();
+			if (pidfd < 0) {
+				issue_madvise_each(b, advice, e + i, n - i);
+				return;
+			}
 			continue;
 		}
 		tries = 0;

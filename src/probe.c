@@ -1,14 +1,26 @@
 // SPDX-License-Identifier: MIT
 /*
- * Capability probe: what the running kernel does with our calls, decided
- * once per process and cached. Every probe issues the real call on memory the
- * probe mapped for itself, so a "yes" means the feature worked here, not that
- * a version number says it should.
+ * Capability store: what the running kernel does with our calls.
+ *
+ * Probes run by need (STYLE.md habit 14: touch only what the caller uses).
+ * The core, run once on the first call of any API, costs uname() and one
+ * open() of the per-boot cache: it guesses the process_madvise() family,
+ * PROCMAP_QUERY and the advices process_madvise() takes from the kernel
+ * version. The batch and release paths act on those guesses, and a guess
+ * that turns out wrong is corrected by the first real call
+ * (__madvx_feature_demote(): ENOSYS, EBADF for PIDFD_SELF, ENOTTY for
+ * PROCMAP_QUERY, EINVAL for an advice), whose hint is then re-applied the
+ * other way: no answer ever depends on a guess. Everything else is a group
+ * probed the first time an API needs it (madvx_feature_supported(X) probes
+ * X's group on memory the probe maps for itself): so a process that only
+ * releases memory never opens an io_uring or a userfaultfd, and a seccomp
+ * filter that kills on those never fires.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -17,7 +29,6 @@
 #include <unistd.h>
 
 #include "internal.h"
-#include "probe-backends.h"
 
 static const char *const feature_names[MADVX_FEAT__COUNT] = {
 	[MADVX_FEAT_PROCESS_MADVISE] = "process_madvise",
@@ -134,7 +145,9 @@ static void set_feature(struct madvx_probe_state *st, enum madvx_feature f,
 			bool on)
 {
 	if (on)
-		st->features |= BIT(f);
+		atomic_fetch_or_explicit(&st->features, BIT(f), memory_order_relaxed);
+	else
+		atomic_fetch_and_explicit(&st->features, ~BIT(f), memory_order_relaxed);
 }
 
 static bool wanted(const struct madvx_probe_state *st, enum madvx_feature f)
@@ -409,10 +422,14 @@ static uint64_t read_boot_cache(uint64_t *measured)
 	*measured = 0;
 	if (!path || !*path)
 		path = MADVX_PROBE_CACHE_PATH;
-	if (__madvx_boot_key(boot, sizeof(boot)))
-		return 0;
+	/* The file first: most machines have none, and then the key costs nothing. */
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0) {
+		errno = e;
+		return 0;
+	}
+	if (__madvx_boot_key(boot, sizeof(boot))) {
+		close(fd);
 		errno = e;
 		return 0;
 	}
@@ -451,19 +468,21 @@ static uint64_t read_boot_cache(uint64_t *measured)
  * cache; without either they stay off, and on a kernel without per-VMA locks
  * they are off whatever either says.
  */
-static void probe_plan_features(struct madvx_probe_state *st)
+static uint64_t probe_plan_features(struct madvx_probe_state *st, uint64_t features)
 {
 	uint64_t measured, cached = read_boot_cache(&measured);
 
 	st->assumed = parse_names(secure_getenv("MADVX_ASSUME")) & PLAN_FEATURES;
 	st->measured = measured & ~st->assumed;
-	st->features |= st->assumed | (cached & st->measured);
-	/* A uffd answer is moot where this process cannot use userfaultfd. */
-	if (!(st->features & BIT(MADVX_FEAT_UFFD)))
-		st->features &= ~BIT(MADVX_FEAT_PER_VMA_UFFD);
-	/* Both are moot on a kernel without per-VMA locks (or with them disabled). */
-	if (!(st->features & BIT(MADVX_FEAT_PER_VMA_MADVISE)))
-		st->features &= ~PLAN_FEATURES;
+	features |= st->assumed | (cached & st->measured);
+	/*
+	 * Both are moot on a kernel without per-VMA locks (or with them
+	 * disabled). per_vma_uffd needs no uffd probe: a VMA is only
+	 * userfaultfd-armed where this process could open one.
+	 */
+	if (!(features & BIT(MADVX_FEAT_PER_VMA_MADVISE)))
+		features &= ~PLAN_FEATURES;
+	return features;
 }
 
 /*
@@ -494,9 +513,11 @@ static uint64_t probe_pmadv_advices(int pidfd, bool self_any)
 	return mask;
 }
 
+static uint64_t guess_pmadv_advices(bool pmadv, bool self_any);
+
 static void probe_process_madvise(struct madvx_probe_state *st)
 {
-	long ret;
+	long ret = -ENOSYS;
 	int pidfd;
 
 	/* pidfd_open() is needed whenever PIDFD_SELF is not. */
@@ -514,67 +535,265 @@ static void probe_process_madvise(struct madvx_probe_state *st)
 	if (!wanted(st, MADVX_FEAT_PROCESS_MADVISE))
 		return;
 
-	if (st->features & BIT(MADVX_FEAT_PIDFD_SELF))
+	if (madvx_has(MADVX_FEAT_PIDFD_SELF))
 		pidfd = PIDFD_SELF_THREAD;
-	else if (st->features & BIT(MADVX_FEAT_PIDFD_OPEN))
+	else if (madvx_has(MADVX_FEAT_PIDFD_OPEN))
 		pidfd = __madvx_sys_pidfd_open(getpid());
 	else
-		return;
+		pidfd = -ENOSYS;
 	if (pidfd == PIDFD_SELF_THREAD || pidfd >= 0) {
 		ret = pmadv_scratch(pidfd, MADV_COLD);
+		set_feature(st, MADVX_FEAT_PROCESS_MADVISE, ret >= 0);
 		if (ret >= 0) {
-			bool self_any = pmadv_scratch(pidfd, MADV_DONTNEED) >= 0;
-
-			set_feature(st, MADVX_FEAT_PROCESS_MADVISE, true);
-			st->pmadv_advices = probe_pmadv_advices(pidfd, self_any);
+			st->pmadv_self_any = pmadv_scratch(pidfd, MADV_DONTNEED) >= 0;
+			atomic_store_explicit(&st->pmadv_advices,
+					      guess_pmadv_advices(true, st->pmadv_self_any),
+					      memory_order_relaxed);
 		}
+	} else {
+		set_feature(st, MADVX_FEAT_PROCESS_MADVISE, false);
 	}
+	if (ret < 0)
+		atomic_store_explicit(&st->pmadv_advices, 0, memory_order_relaxed);
 	if (pidfd >= 0)
 		close(pidfd);
 }
 
-static void run_probe(void)
+/* Every advice on a scratch page, both ways (madvx_advice_supported()). */
+static void probe_advices(struct madvx_probe_state *st)
+{
+	int pidfd;
+
+	__madvx_probe_group(MADVX_PG_PMADV, NULL);
+	if (!madvx_has(MADVX_FEAT_PROCESS_MADVISE))
+		return;
+	pidfd = madvx_has(MADVX_FEAT_PIDFD_SELF) ? PIDFD_SELF_THREAD :
+		__madvx_sys_pidfd_open(getpid());
+	if (pidfd != PIDFD_SELF_THREAD && pidfd < 0)
+		return;
+	atomic_store_explicit(&st->pmadv_advices,
+			      probe_pmadv_advices(pidfd, st->pmadv_self_any),
+			      memory_order_relaxed);
+	if (pidfd >= 0)
+		close(pidfd);
+}
+
+/*
+ * What process_madvise() takes for ourselves, from the kernel's rule: from
+ * 6.13 on every advice, before only the remote-valid ones. The first
+ * -EINVAL of a vector for an advice takes it out (issue.c), and
+ * madvx_advice_supported() replaces the guess with the probe's answer.
+ */
+static uint64_t guess_pmadv_advices(bool pmadv, bool self_any)
+{
+	uint64_t mask = 0;
+
+	if (!pmadv)
+		return 0;
+	for (size_t i = 0; i < ARRAY_SIZE(advices); i++)
+		if (self_any || advices[i].remote_valid)
+			mask |= BIT(i);
+	return mask;
+}
+
+/* The core's guesses from the version (see the head of this file). */
+static uint64_t guess_features(struct madvx_probe_state *st)
+{
+	uint32_t v = st->version;
+	uint64_t f = 0;
+
+	if (v >= MADVX_KVER(5, 3, 0))
+		f |= BIT(MADVX_FEAT_PIDFD_OPEN);
+	if (v >= MADVX_KVER(5, 10, 0))
+		f |= BIT(MADVX_FEAT_PROCESS_MADVISE);
+	if (v >= MADVX_KVER(6, 15, 0))
+		f |= BIT(MADVX_FEAT_PIDFD_SELF);
+	if (v >= MADVX_KVER(6, 11, 0))
+		f |= BIT(MADVX_FEAT_PROCMAP_QUERY);
+	/* Decided, not guessed: nothing but uname tells (probe_uname()). */
+	if (v >= MADVX_KVER(6, 17, 0) && st->per_vma_locks)
+		f |= BIT(MADVX_FEAT_PER_VMA_MADVISE);
+	st->pmadv_self_any = v >= MADVX_KVER(6, 13, 0);
+	atomic_store_explicit(&st->pmadv_advices,
+			      guess_pmadv_advices(f & BIT(MADVX_FEAT_PROCESS_MADVISE),
+						  st->pmadv_self_any),
+			      memory_order_relaxed);
+	return f;
+}
+
+static void run_core(void)
 {
 	struct madvx_probe_state *st = &probe_state;
+	uint64_t f;
 
 	st->disabled = parse_disable(secure_getenv("MADVX_DISABLE"));
 	probe_uname(st);
-	st->thp = probe_thp();
-	st->io_uring_disabled = read_int_file("/proc/sys/kernel/io_uring_disabled");
-	st->unprivileged_userfaultfd =
-		read_int_file("/proc/sys/vm/unprivileged_userfaultfd");
-
-	probe_process_madvise(st);
-	if (wanted(st, MADVX_FEAT_PROCMAP_QUERY))
-		set_feature(st, MADVX_FEAT_PROCMAP_QUERY, probe_procmap_query());
-	if (wanted(st, MADVX_FEAT_PER_VMA_MADVISE))
-		set_feature(st, MADVX_FEAT_PER_VMA_MADVISE,
-			    st->version >= MADVX_KVER(6, 17, 0) && st->per_vma_locks);
-	if (wanted(st, MADVX_FEAT_VMA_LOCK_STATS))
-		set_feature(st, MADVX_FEAT_VMA_LOCK_STATS,
-			    vmstat_has("vma_lock_success"));
-	if (wanted(st, MADVX_FEAT_MADVISE_VMA_STATS))
-		set_feature(st, MADVX_FEAT_MADVISE_VMA_STATS,
-			    vmstat_has("madvise_vma_lock_success"));
-	__madvx_iouring_probe(st);
-	__madvx_uffd_probe(st);
-	probe_plan_features(st);
-
-	/* A disabled feature is off whatever its probe found. */
-	st->features &= ~st->disabled;
+	f = guess_features(st);
+	f = probe_plan_features(st, f);
+	/* A disabled feature is off whatever a probe finds. */
+	f &= ~st->disabled;
+	if (!(f & BIT(MADVX_FEAT_PROCESS_MADVISE)))
+		atomic_store_explicit(&st->pmadv_advices, 0, memory_order_relaxed);
+	atomic_store_explicit(&st->features, f, memory_order_release);
 }
 
 const struct madvx_probe_state *__madvx_probe(void)
 {
-	madvx_once(&probe_once, run_probe);
+	madvx_once(&probe_once, run_core);
 	return &probe_state;
 }
 
-MADVX_API int madvx_feature_supported(enum madvx_feature feat)
+void __madvx_feature_demote(enum madvx_feature feat)
 {
-	if ((unsigned int)feat >= MADVX_FEAT__COUNT)
-		return -EINVAL;
-	return madvx_has(feat);
+	uint64_t off = BIT(feat) | feature_dependents[feat];
+
+	__madvx_probe();
+	atomic_fetch_and_explicit(&probe_state.features, ~off, memory_order_relaxed);
+}
+
+/* ---- probe groups, each run once, by need ---- */
+
+static void probe_procmap_group(struct madvx_probe_state *st)
+{
+	if (wanted(st, MADVX_FEAT_PROCMAP_QUERY))
+		set_feature(st, MADVX_FEAT_PROCMAP_QUERY, probe_procmap_query());
+}
+
+static void probe_stats_group(struct madvx_probe_state *st)
+{
+	if (wanted(st, MADVX_FEAT_VMA_LOCK_STATS))
+		set_feature(st, MADVX_FEAT_VMA_LOCK_STATS, vmstat_has("vma_lock_success"));
+	if (wanted(st, MADVX_FEAT_MADVISE_VMA_STATS))
+		set_feature(st, MADVX_FEAT_MADVISE_VMA_STATS,
+			    vmstat_has("madvise_vma_lock_success"));
+}
+
+static void probe_info_group(struct madvx_probe_state *st)
+{
+	st->thp = probe_thp();
+	st->io_uring_disabled = read_int_file("/proc/sys/kernel/io_uring_disabled");
+	st->unprivileged_userfaultfd =
+		read_int_file("/proc/sys/vm/unprivileged_userfaultfd");
+}
+
+/* A backend's answer (uffd.c, iouring.c) merged into the store. */
+static void merge_found(struct madvx_probe_state *st, madvx_probe_fn fn)
+{
+	struct madvx_probe_found found = { .disabled = st->disabled };
+
+	fn(&found);
+	atomic_fetch_or_explicit(&st->features, found.features & ~st->disabled,
+				 memory_order_relaxed);
+	if (found.uffd_features || found.uffd_ioctls) {
+		st->uffd_features = found.uffd_features;
+		st->uffd_ioctls = found.uffd_ioctls;
+	}
+}
+
+/*
+ * Rare and off the hot paths: one process lock (a child takes it over from
+ * a parent's thread, proc.c) serialises the groups; the done bits are
+ * read without it.
+ */
+static struct madvx_plock group_lock;
+static _Atomic uint32_t groups_done;
+
+void __madvx_probe_group(enum madvx_probe_group g, madvx_probe_fn fn)
+{
+	struct madvx_probe_state *st = &probe_state;
+	uint32_t bit = 1U << g;
+
+	__madvx_probe();
+	if (atomic_load_explicit(&groups_done, memory_order_acquire) & bit)
+		return;
+	__madvx_plock_lock(&group_lock);
+	if (!(atomic_load_explicit(&groups_done, memory_order_relaxed) & bit)) {
+		switch (g) {
+		case MADVX_PG_PMADV:
+			probe_process_madvise(st);
+			break;
+		case MADVX_PG_ADVICES:
+			__madvx_plock_unlock(&group_lock);
+			probe_advices(st);	/* takes the lock for PMADV itself */
+			__madvx_plock_lock(&group_lock);
+			break;
+		case MADVX_PG_PROCMAP:
+			probe_procmap_group(st);
+			break;
+		case MADVX_PG_STATS:
+			probe_stats_group(st);
+			break;
+		case MADVX_PG_INFO:
+			probe_info_group(st);
+			break;
+		default:
+			if (fn)
+				merge_found(st, fn);
+			break;
+		}
+		atomic_store_explicit(&st->features,
+				      atomic_load_explicit(&st->features, memory_order_relaxed) &
+				      ~st->disabled, memory_order_relaxed);
+		atomic_fetch_or_explicit(&groups_done, bit, memory_order_release);
+	}
+	__madvx_plock_unlock(&group_lock);
+}
+
+/* The group that answers @feat, or -1 where the core decides it. */
+int __madvx_feature_group(enum madvx_feature feat)
+{
+	switch (feat) {
+	case MADVX_FEAT_PROCESS_MADVISE:
+	case MADVX_FEAT_PIDFD_SELF:
+	case MADVX_FEAT_PIDFD_OPEN:
+		return MADVX_PG_PMADV;
+	case MADVX_FEAT_PROCMAP_QUERY:
+		return MADVX_PG_PROCMAP;
+	case MADVX_FEAT_VMA_LOCK_STATS:
+	case MADVX_FEAT_MADVISE_VMA_STATS:
+		return MADVX_PG_STATS;
+	case MADVX_FEAT_IO_URING_BUILT:
+	case MADVX_FEAT_IO_URING:
+	case MADVX_FEAT_IO_URING_MADVISE:
+	case MADVX_FEAT_IO_URING_MADVISE64:
+		return MADVX_PG_IOURING;
+	case MADVX_FEAT_UFFD:
+	case MADVX_FEAT_UFFD_USER_MODE_ONLY:
+	case MADVX_FEAT_UFFD_DEV:
+	case MADVX_FEAT_UFFD_MOVE:
+	case MADVX_FEAT_UFFD_POISON:
+	case MADVX_FEAT_UFFD_WP:
+	case MADVX_FEAT_UFFD_WP_ASYNC:
+	case MADVX_FEAT_UFFD_MINOR_SHMEM:
+		return MADVX_PG_UFFD;
+	default:
+		return -1;
+	}
+}
+
+/*
+ * The pidfd that names this process for process_madvise(). PIDFD_SELF (6.15)
+ * needs no fd and is immune to fork. Older kernels need pidfd_open(getpid());
+ * that fd keeps naming the PARENT in a child, where advising through it
+ * would hit the parent's memory, so it is stamped with the process
+ * generation and reopened in every new process (proc.c), whatever kind of
+ * fork made it.
+ */
+static int open_self_pidfd(void)
+{
+	return __madvx_sys_pidfd_open(getpid());
+}
+
+int __madvx_self_pidfd(void)
+{
+	if (madvx_has(MADVX_FEAT_PIDFD_SELF))
+		return PIDFD_SELF_THREAD;	/* PIDFD_SELF */
+	return __madvx_proc_fd(MADVX_PFD_PIDFD, open_self_pidfd);
+}
+
+uint64_t __madvx_pmadv_advices(void)
+{
+	return atomic_load_explicit(&__madvx_probe()->pmadv_advices, memory_order_relaxed);
 }
 
 MADVX_API int madvx_feature_disabled(enum madvx_feature feat)
@@ -589,15 +808,6 @@ MADVX_API const char *madvx_feature_name(enum madvx_feature feat)
 	if ((unsigned int)feat >= MADVX_FEAT__COUNT)
 		return NULL;
 	return feature_names[feat];
-}
-
-MADVX_API int madvx_advice_supported(int advice)
-{
-	int i = madvx_advice_index(advice);
-
-	if (i < 0)
-		return -EINVAL;
-	return !!(__madvx_probe()->pmadv_advices & BIT(i));
 }
 
 MADVX_API const char *madvx_advice_name(int advice)
@@ -660,33 +870,6 @@ MADVX_API const char *madvx_lock_name(enum madvx_lock lock)
 	default:
 		return "unknown";
 	}
-}
-
-MADVX_API int madvx_kernel_info_get(struct madvx_kernel_info *info)
-{
-	const struct madvx_probe_state *st;
-	struct madvx_kernel_info full = { .size = sizeof(full) };
-	size_t n;
-
-	if (!info || info->size < offsetof(struct madvx_kernel_info, release))
-		return -EINVAL;
-	st = __madvx_probe();
-	memcpy(full.release, st->release, sizeof(full.release));
-	full.version = st->version;
-	full.features = st->features;
-	full.disabled = st->disabled;
-	full.uffd_features = st->uffd_features;
-	full.uffd_ioctls = st->uffd_ioctls;
-	full.io_uring_disabled = st->io_uring_disabled;
-	full.unprivileged_userfaultfd = st->unprivileged_userfaultfd;
-	full.thp = st->thp;
-	full.assumed = st->assumed & ~st->disabled;
-	full.measured = st->measured & ~st->disabled;
-
-	n = info->size < sizeof(full) ? info->size : sizeof(full);
-	memcpy((char *)info + sizeof(info->size), (char *)&full + sizeof(full.size),
-	       n - sizeof(info->size));
-	return 0;
 }
 
 MADVX_API const char *madvx_version(void)

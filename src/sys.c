@@ -124,25 +124,6 @@ __attribute__((constructor)) static void madvx_init_pagesize(void)
 		__madvx_pagesize = (size_t)pg;
 }
 
-/*
- * pidfd for process_madvise() on ourselves. PIDFD_SELF (6.15) needs no fd and
- * is immune to fork. Older kernels need pidfd_open(getpid()); that fd keeps
- * naming the PARENT in a child, where advising through it would hit the
- * parent's memory, so it is stamped with the process generation and
- * reopened in every new process (proc.c), whatever kind of fork made it.
- */
-static int open_self_pidfd(void)
-{
-	return __madvx_sys_pidfd_open(getpid());
-}
-
-int __madvx_self_pidfd(void)
-{
-	if (madvx_has(MADVX_FEAT_PIDFD_SELF))
-		return PIDFD_SELF_THREAD;	/* PIDFD_SELF */
-	return __madvx_proc_fd(MADVX_PFD_PIDFD, open_self_pidfd);
-}
-
 /* ---- remote targets (src/target.c, src/reclaim.c) ---- */
 
 int __madvx_sys_pidfd_send_signal(int pidfd, int sig)

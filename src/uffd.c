@@ -75,7 +75,7 @@ static int uffd_handshake(int fd, struct uffdio_api *api)
 	return __madvx_sys_ioctl(fd, UFFDIO_API, api);
 }
 
-void __madvx_uffd_probe(struct madvx_probe_state *st)
+static void probe_uffd(struct madvx_probe_found *st)
 {
 	struct uffdio_api api;
 	bool umo = false;
@@ -115,6 +115,11 @@ void __madvx_uffd_probe(struct madvx_probe_state *st)
 	close(fd);
 	if (dev_fd >= 0)
 		close(dev_fd);
+}
+
+void __madvx_uffd_probe_once(void)
+{
+	__madvx_probe_group(MADVX_PG_UFFD, probe_uffd);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -182,7 +187,8 @@ MADVX_API uint64_t madvx_uffd_missing_features(uint64_t features)
 	const struct madvx_probe_state *st = __madvx_probe();
 	uint64_t have;
 
-	if (!(st->features & FEAT(MADVX_FEAT_UFFD)))
+	__madvx_uffd_probe_once();
+	if (!madvx_has(MADVX_FEAT_UFFD))
 		return features;
 	have = st->uffd_features & ~disabled_uffd_features(st);
 	return features & ~have;

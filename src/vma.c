@@ -250,6 +250,27 @@ static bool cache_find(struct madvx_vma_cache *c, uint64_t addr,
 	return false;
 }
 
+/*
+ * PROCMAP_QUERY is a guess from the version (probe.c): an answer that says
+ * the ioctl is not there (or not for us) turns it off, and the caller reads
+ * /proc/self/maps instead. -ENOENT (nothing mapped at or above) is an answer.
+ */
+static bool procmap_refused(int ret)
+{
+	switch (ret) {
+	case -ENOTTY:
+	case -EINVAL:
+	case -E2BIG:
+	case -ENOSYS:
+	case -EPERM:
+	case -EACCES:
+		__madvx_feature_demote(MADVX_FEAT_PROCMAP_QUERY);
+		return true;
+	default:
+		return false;
+	}
+}
+
 int __madvx_vma_find(struct madvx_vma_cache *c, uint64_t addr, struct madvx_vma *v)
 {
 	int ret;
@@ -263,7 +284,8 @@ int __madvx_vma_find(struct madvx_vma_cache *c, uint64_t addr, struct madvx_vma 
 		ret = query_procmap(addr, v);
 		if (ret == 0)
 			cache_insert(c, addr, v);
-		return ret;
+		if (!procmap_refused(ret))
+			return ret;
 	}
 	ret = parse_maps_into(c, addr);
 	if (ret)
@@ -278,8 +300,11 @@ int __madvx_vma_find_kernel(uint64_t addr, struct madvx_vma *v)
 	struct madvx_vma_cache c = { 0 };
 	int ret;
 
-	if (madvx_has(MADVX_FEAT_PROCMAP_QUERY))
-		return query_procmap(addr, v);
+	if (madvx_has(MADVX_FEAT_PROCMAP_QUERY)) {
+		ret = query_procmap(addr, v);
+		if (!procmap_refused(ret))
+			return ret;
+	}
 	ret = parse_maps_into(&c, addr);
 	if (ret)
 		return ret;
