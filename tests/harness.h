@@ -56,6 +56,92 @@ static inline size_t test_scaled_cases(size_t normal)
 	return normal;
 }
 
+/* One seccomp rule: system call @nr gets @action (SECCOMP_RET_*). */
+struct test_sc_rule {
+	unsigned int nr;
+	unsigned int action;
+};
+
+/*
+ * Install a filter of @n rules (at most 16) for the rest of this process;
+ * every other call is allowed. No root needed (PR_SET_NO_NEW_PRIVS). Call
+ * it in a forked child. 0 or -errno.
+ */
+static inline int test_seccomp(const struct test_sc_rule *r, unsigned int n)
+{
+	struct sock_filter f[4 + 2 * 16 + 1] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+	};
+	struct sock_fprog prog = { .filter = f };
+	unsigned int k = 4;
+
+	if (n > 16)
+		return -EINVAL;
+	for (unsigned int i = 0; i < n; i++) {
+		f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, r[i].nr, 0, 1);
+		f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, r[i].action);
+	}
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+	prog.len = (unsigned short)k;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return -errno;
+	if (syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog))
+		return -errno;
+	return 0;
+}
+
+#define TEST_SC_ERRNO(e) (SECCOMP_RET_ERRNO | ((unsigned int)(e) & SECCOMP_RET_DATA))
+
+/*
+ * The sandboxes of issue 22: KILL is systemd's SystemCallFilter= default
+ * action (and a browser's) for io_uring and userfaultfd; ERRNO is a
+ * container runtime's default profile, which refuses both with EPERM, on
+ * an old kernel (ENOSYS for process_madvise and pidfd_open).
+ */
+enum test_sandbox { TEST_SANDBOX_NONE, TEST_SANDBOX_KILL, TEST_SANDBOX_ERRNO };
+
+static inline int test_sandbox_enter(enum test_sandbox sb)
+{
+	const struct test_sc_rule kill[] = {
+		{ __NR_io_uring_setup, SECCOMP_RET_KILL_PROCESS },
+		{ __NR_io_uring_enter, SECCOMP_RET_KILL_PROCESS },
+		{ __NR_io_uring_register, SECCOMP_RET_KILL_PROCESS },
+		{ __NR_userfaultfd, SECCOMP_RET_KILL_PROCESS },
+	};
+	const struct test_sc_rule err[] = {
+		{ __NR_io_uring_setup, TEST_SC_ERRNO(EPERM) },
+		{ __NR_io_uring_enter, TEST_SC_ERRNO(EPERM) },
+		{ __NR_io_uring_register, TEST_SC_ERRNO(EPERM) },
+		{ __NR_userfaultfd, TEST_SC_ERRNO(EPERM) },
+		{ __NR_process_madvise, TEST_SC_ERRNO(ENOSYS) },
+		{ __NR_pidfd_open, TEST_SC_ERRNO(ENOSYS) },
+	};
+
+	switch (sb) {
+	case TEST_SANDBOX_KILL:
+		return test_seccomp(kill, sizeof(kill) / sizeof(kill[0]));
+	case TEST_SANDBOX_ERRNO:
+		return test_seccomp(err, sizeof(err) / sizeof(err[0]));
+	default:
+		return 0;
+	}
+}
+
+/* MADVX_TEST_SANDBOX=kill|errno (the conformance slices under a filter). */
+static inline enum test_sandbox test_sandbox_from_env(void)
+{
+	const char *e = getenv("MADVX_TEST_SANDBOX");
+
+	if (e && !strcmp(e, "kill"))
+		return TEST_SANDBOX_KILL;
+	if (e && !strcmp(e, "errno"))
+		return TEST_SANDBOX_ERRNO;
+	return TEST_SANDBOX_NONE;
+}
+
 /*
  * Make syscall @nr fail with @err for the rest of this process (seccomp, as a
  * container's filter would); call it in a forked child. 0 or -errno.
