@@ -363,7 +363,7 @@ static void issue_hints(struct madvx_batch *b)
 {
 	uint32_t from = 0;
 
-	madvx_vma_cache_reset(&b->vmas);
+	madvx_vma_cache_age(&b->vmas);
 	b->vmas.queries = 0;
 	b->flush_failed = 0;
 	b->nstopped = 0;

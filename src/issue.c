@@ -215,6 +215,9 @@ bool __madvx_entry_failed(struct madvx_batch *b, int advice, const struct madvx_
 	uint64_t end = e->start + e->len;
 	bool all = true;
 
+	/* The plan's bounds may be why: the next flush looks everything up again. */
+	if (!b->target)
+		b->vmas.stale = true;
 	for (uint32_t k = e->first; k <= e->last; k++) {
 		uint32_t idx = pos_hint(b, e->via_sorted, k);
 		const struct hint_int *h = &b->hints[idx];

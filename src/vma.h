@@ -13,7 +13,16 @@
  * entry may end at a boundary that no longer exists (one entry more than
  * needed). If a range was unmapped, the kernel answers ENOMEM for the entry,
  * which the flush handles like madvise() does (advise what is mapped, report
- * ENOMEM). So the cache lives for one flush and is dropped at the next.
+ * ENOMEM).
+ *
+ * What a stale view must never do is claim a HOLE: the planner credits an
+ * unmapped part to its hints without asking the kernel. So the cache keeps
+ * the VMAs a batch saw across its flushes (an allocator or a GC releases
+ * the same arenas flush after flush: issue 20), but only the VMAs: at the
+ * start of each flush (madvx_vma_cache_age()) every span forgets the gap
+ * below its VMA, and a question about a gap goes to the kernel again. It is
+ * dropped whole in a new process, and after a flush in which the kernel
+ * refused an entry (a sign the layout moved: @stale).
  */
 #ifndef MADVX_VMA_H
 #define MADVX_VMA_H
@@ -28,7 +37,7 @@ struct madvx_vma {
 	bool region;		/* from a caller-registered region */
 };
 
-#define MADVX_VMA_CACHE 64
+#define MADVX_VMA_CACHE 128
 
 /* A lookup answer: no VMA in [from, vma.start), then vma. */
 struct madvx_vma_span {
@@ -39,6 +48,8 @@ struct madvx_vma_span {
 struct madvx_vma_cache {
 	uint32_t count;
 	uint32_t last;		/* index of the last hit */
+	bool stale;		/* the kernel refused an entry planned on it */
+	uint64_t gen;		/* __madvx_proc_gen() of the process that filled it */
 	struct madvx_vma_span span[MADVX_VMA_CACHE];
 	uint64_t queries;	/* kernel lookups done (stats) */
 };
@@ -47,6 +58,22 @@ static inline void madvx_vma_cache_reset(struct madvx_vma_cache *c)
 {
 	c->count = 0;
 	c->last = 0;
+	c->stale = false;
+	c->gen = __madvx_proc_gen();
+}
+
+/*
+ * Between flushes: keep the VMAs, forget the gaps (see the head of this
+ * file), or drop everything in a new process or after a refusal.
+ */
+static inline void madvx_vma_cache_age(struct madvx_vma_cache *c)
+{
+	if (c->stale || c->gen != __madvx_proc_gen()) {
+		madvx_vma_cache_reset(c);
+		return;
+	}
+	for (uint32_t i = 0; i < c->count; i++)
+		c->span[i].from = c->span[i].vma.start;
 }
 
 /*

@@ -872,6 +872,152 @@ START_TEST(advice_index_table_is_consistent)
 }
 END_TEST
 
+/*
+ * One batch reused across flushes while the layout changes between them
+ * (issue 20: the VMA cache outlives a flush). Twin areas, the same layout
+ * changes to both, then the same hints: the batch on one, madvise() of each
+ * hint alone on the other. Every answer and every page must agree: a stale
+ * VMA may cost a look-up or a slow entry, never an answer. A hole the cache
+ * saw in an earlier flush and that is mapped now is the case to catch.
+ */
+#define XF_PAGES 48
+
+static void xf_change(uint8_t *p, int kind, int pg0, int npg)
+{
+	size_t pg = test_page();
+
+	switch (kind) {
+	case 0:		/* split or merge a VMA */
+		mprotect(p + pg0 * pg, npg * pg, rnd(2) ? PROT_READ : PROT_READ | PROT_WRITE);
+		break;
+	case 1:		/* a new hole */
+		munmap(p + pg0 * pg, npg * pg);
+		break;
+	default:	/* fill a hole (or replace pages): a mapping where there was none */
+		mmap(p + pg0 * pg, npg * pg, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+		memset(p + pg0 * pg, 0x77 + pg0, npg * pg);
+		break;
+	}
+}
+
+START_TEST(vma_cache_across_flushes)
+{
+	static const int adv[] = { MADV_DONTNEED, MADV_FREE, MADV_WILLNEED, MADV_COLD,
+				   MADV_POPULATE_READ };
+	size_t pg = test_page();
+	uint8_t *a = test_map_filled(XF_PAGES, 9), *b = test_map_filled(XF_PAGES, 9);
+	struct madvx_stats st = { .size = sizeof(st) };
+	struct madvx_batch *bt;
+	uint64_t queries = 0;
+
+	rng = 0x5eed5eedULL;
+	ck_assert_int_eq(madvx_batch_create(NULL, &bt), 0);
+	for (int round = 0; round < 300; round++) {
+		int n = 1 + (int)rnd(8), want[8], first = 0;
+		const struct madvx_hint *r;
+		uint32_t nr;
+
+		if (round % 3 == 0) {
+			int kind = (int)rnd(3), pg0 = (int)rnd(XF_PAGES - 4), npg = 1 + (int)rnd(4);
+
+			xf_change(a, kind, pg0, npg);
+			xf_change(b, kind, pg0, npg);
+		}
+		for (int i = 0; i < n; i++) {
+			int pg0 = (int)rnd(XF_PAGES - 1), npg = 1 + (int)rnd(XF_PAGES - pg0);
+			int ad = adv[rnd(ARRAY_SIZE(adv))];
+
+			ck_assert_int_eq(madvx_batch_add(bt, a + pg0 * pg, npg * pg, ad), i);
+			want[i] = madvise(b + pg0 * pg, npg * pg, ad) ? -errno : 0;
+			if (want[i] && !first)
+				first = want[i];
+		}
+		ck_assert_int_eq(madvx_batch_flush(bt), first);
+		r = madvx_batch_results(bt, &nr);
+		ck_assert_uint_eq(nr, (uint32_t)n);
+		for (int i = 0; i < n; i++)
+			ck_assert_msg(r[i].err == want[i], "round %d hint %d: err %d, madvise %d",
+				      round, i, r[i].err, want[i]);
+		for (int i = 0; i < XF_PAGES; i++) {
+			unsigned char va, vb;
+			int ra = mincore(a + i * pg, pg, &va), rb = mincore(b + i * pg, pg, &vb);
+
+			ck_assert_int_eq(ra, rb);
+			if (ra)
+				continue;	/* a hole in both */
+			ck_assert_msg((va & 1) == (vb & 1), "round %d page %d: residency", round, i);
+			ck_assert_msg(!memcmp(a + i * pg, b + i * pg, pg),
+					      "round %d page %d: contents", round, i);
+		}
+	}
+	ck_assert_int_eq(madvx_batch_stats(bt, &st), 0);
+	queries = st.vma_queries;
+	printf("vma cache across 300 flushes: %llu look-ups for %llu hints\n",
+	       (unsigned long long)queries, (unsigned long long)st.hints);
+	madvx_batch_free(bt);
+	munmap(a, XF_PAGES * pg);
+	munmap(b, XF_PAGES * pg);
+}
+END_TEST
+
+/* The same hints flushed again on an unchanged layout: no look-up at all. */
+START_TEST(vma_cache_serves_the_next_flush)
+{
+	size_t pg = test_page();
+	uint8_t *p = test_map_filled(64, 1);
+	struct madvx_stats s1 = { .size = sizeof(s1) }, s2 = { .size = sizeof(s2) };
+	struct madvx_batch *bt;
+
+	if (!madvx_has(MADVX_FEAT_PROCMAP_QUERY) && !madvx_feature_supported(MADVX_FEAT_PROCMAP_QUERY))
+		printf("no PROCMAP_QUERY: /proc/self/maps fills the cache\n");
+	/* Four VMAs. */
+	ck_assert_int_eq(mprotect(p + 16 * pg, 16 * pg, PROT_READ), 0);
+	ck_assert_int_eq(mprotect(p + 48 * pg, 8 * pg, PROT_READ), 0);
+	ck_assert_int_eq(madvx_batch_create(NULL, &bt), 0);
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < 64; i += 2)
+			ck_assert_int_ge(madvx_batch_add(bt, p + i * pg, pg, MADV_DONTNEED), 0);
+		ck_assert_int_eq(madvx_batch_flush(bt), 0);
+		ck_assert_int_eq(madvx_batch_stats(bt, round ? &s2 : &s1), 0);
+	}
+	for (int i = 0; i < 64; i += 2)
+		ck_assert_int_eq(test_resident(p + i * pg), 0);
+	ck_assert_uint_gt(s1.vma_queries, 0);
+	ck_assert_uint_eq(s2.vma_queries, s1.vma_queries);
+	madvx_batch_free(bt);
+	munmap(p, 64 * pg);
+}
+END_TEST
+
+/* A hole seen by one flush, mapped before the next: the kernel's answer wins. */
+START_TEST(vma_cache_forgets_holes)
+{
+	size_t pg = test_page();
+	uint8_t *p = test_map_filled(8, 4);
+	const struct madvx_hint *r;
+	struct madvx_batch *bt;
+	uint32_t n;
+
+	ck_assert_int_eq(munmap(p + 3 * pg, pg), 0);
+	ck_assert_int_eq(madvx_batch_create(NULL, &bt), 0);
+	ck_assert_int_eq(madvx_batch_add(bt, p + 2 * pg, 3 * pg, MADV_DONTNEED), 0);
+	ck_assert_int_eq(madvx_batch_flush(bt), -ENOMEM);
+	ck_assert_ptr_eq(mmap(p + 3 * pg, pg, PROT_READ | PROT_WRITE,
+			      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0), p + 3 * pg);
+	p[3 * pg] = 1;
+	ck_assert_int_eq(madvx_batch_add(bt, p + 3 * pg, pg, MADV_DONTNEED), 0);
+	ck_assert_int_eq(madvx_batch_flush(bt), 0);
+	r = madvx_batch_results(bt, &n);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_int_eq(r[0].err, 0);
+	ck_assert_uint_eq(r[0].done, pg);
+	ck_assert_int_eq(test_resident(p + 3 * pg), 0);
+	madvx_batch_free(bt);
+	munmap(p, 8 * pg);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("batch");
@@ -905,6 +1051,9 @@ int main(void)
 	tcase_add_test(api, process_stats_add_up);
 	tcase_add_test(api, advice_index_table_is_consistent);
 	tcase_add_test(api, process_madvise_refused_at_run_time);
+	tcase_add_test(api, vma_cache_across_flushes);
+	tcase_add_test(api, vma_cache_serves_the_next_flush);
+	tcase_add_test(api, vma_cache_forgets_holes);
 	suite_add_tcase(s, api);
 	return test_run_suite(s);
 }
