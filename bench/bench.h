@@ -121,6 +121,9 @@ static inline unsigned int bench_order(unsigned int rep, unsigned int i, unsigne
 	return (rep + i) % nvariants;
 }
 
+/* p6's fresh process: its part when the environment says so (main()), else -1. */
+int bench_p6_child(void);
+
 /* ---- scenarios (bench/scenarios.h) ---- */
 #define BENCH_SCENARIO(id, desc) int bench_##id(const struct bench_opts *o);
 #include "scenarios.h"

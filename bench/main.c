@@ -118,6 +118,10 @@ int main(int argc, char **argv)
 	int c, failed = 0, check = 0;
 	long reps;
 
+	/* p6 runs a copy of this program as its fresh process. */
+	c = bench_p6_child();
+	if (c >= 0)
+		return c;
 	while ((c = getopt_long(argc, argv, "s:r:qcp:lhV", lopts, NULL)) != -1) {
 		switch (c) {
 		case 's':

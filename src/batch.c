@@ -118,7 +118,13 @@ MADVX_API int madvx_batch_create(const struct madvx_batch_opts *opts,
 	__madvx_plan_init();
 
 	b = mem;
-	memset(b, 0, sizeof(*b));
+	/*
+	 * Fresh anonymous memory reads as zero already: clearing the header
+	 * (entry and iovec arrays, tens of KiB) would fault every page of it
+	 * in on the first call; untouched, they fault in as the plan uses them.
+	 */
+	if (o.storage)
+		memset(b, 0, sizeof(*b));
 	b->capacity = (uint32_t)o.capacity;
 	b->flags = o.flags;
 	b->owns_storage = !o.storage;
