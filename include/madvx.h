@@ -315,6 +315,20 @@ MADVX_API int madvx_kernel_info_get(struct madvx_kernel_info *info);
  * flush has returned, any number of threads may call madvx_batch_results(),
  * madvx_batch_pending() and madvx_batch_stats() on it at once.
  *
+ * Signals: madvx_batch_add(), madvx_batch_flush(), madvx_batch_results(),
+ * madvx_batch_pending(), madvx_batch_seq(), madvx_batch_stats() and
+ * madvx_stats_get() are async-signal-safe on a batch that no code the
+ * signal interrupted is using, once the process created its first batch
+ * outside a handler: they take no lock, call no malloc() and make only
+ * async-signal-safe system calls, and keep errno (a GC that stops threads
+ * with signals may release from the handler; tests/test_batch.c
+ * signal_handler_flushes). The first madvx_batch_create() runs the probe's
+ * core under a once-lock, so never from a handler. Never from a handler:
+ * madvx_release*() (the interrupted code may be inside the same thread's
+ * release batch), the probes (madvx_feature_supported(),
+ * madvx_advice_supported(), madvx_kernel_info_get(): a process lock),
+ * madvx_async_*(), madvx_uffd_*(), madvx_target_*() and madvx_reclaim().
+ *
  * Fork: the library notices a new process at its next entry, whatever made
  * it - fork(), _Fork(), syscall(SYS_fork), clone() without CLONE_VM - and
  * drops the per-process state it inherited (the pidfd and /proc/self/maps fd
@@ -516,6 +530,23 @@ MADVX_API int madvx_release(void *addr, size_t len);
 
 /* Flush this thread's release batch: 0 or the -errno of the first failure since the last call. */
 MADVX_API int madvx_release_flush(void);
+
+/*
+ * Bytes this thread passed to madvx_release() that no flush has applied
+ * yet (0 before its first call). A runtime checks it before it lets other
+ * threads reuse memory this thread released.
+ *
+ * Reuse rule: a range given to madvx_release() must not be handed out
+ * again (written) before the flush that applies it - a DONTNEED applied
+ * after new data was written zaps the data. The flush at thread exit counts:
+ * a thread that released memory and exits without madvx_release_flush()
+ * zaps it when it exits. There is no call that flushes another thread's
+ * batch: the batch belongs to its thread so that madvx_release() takes no
+ * lock; a runtime that stops its threads at a safepoint has each thread
+ * call madvx_release_flush() before it parks (or shares one explicit
+ * madvx_batch under its own lock).
+ */
+MADVX_API uint64_t madvx_release_pending(void);
 
 struct madvx_release_opts {
 	size_t size;			/* sizeof(struct madvx_release_opts) */

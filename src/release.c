@@ -89,6 +89,9 @@ MADVX_API int madvx_release(void *addr, size_t len)
 	ret = madvx_batch_add(rs->batch, addr, len, rs->advice);
 	if (ret < 0)
 		return ret;
+	/* One pending hint: the batch was empty, or full and flushed itself first. */
+	if (madvx_batch_pending(rs->batch) == 1)
+		rs->pending_bytes = 0;
 	rs->pending_bytes += len;
 	if (rs->pending_bytes >= rs->flush_bytes)
 		release_flush_into_err(rs);
@@ -104,6 +107,13 @@ MADVX_API int madvx_release_flush(void)
 	ret = rs->err;
 	rs->err = 0;
 	return ret;
+}
+
+MADVX_API uint64_t madvx_release_pending(void)
+{
+	const struct release_state *rs = &tls_release;
+
+	return rs->batch && madvx_batch_pending(rs->batch) ? rs->pending_bytes : 0;
 }
 
 MADVX_API int madvx_release_config(const struct madvx_release_opts *opts)

@@ -29,6 +29,22 @@ so=$(first_found "$D" -name 'libmadvx.so.*.*')
 [ -n "$so" ] || { echo "FAIL: libmadvx.so.* not installed"; exit 1; }
 LD_LIBRARY_PATH=$(dirname "$so")
 export LD_LIBRARY_PATH
+# The installed tools carry a RUNPATH to the prefix's libdir (not for /usr):
+# from a private prefix they run without LD_LIBRARY_PATH.
+prefix=$(meson introspect --buildoptions "$build" |
+	python3 -c 'import json,sys; o={x["name"]: x["value"] for x in json.load(sys.stdin)}; print(o["prefix"] + "\t" + o["libdir"])')
+libdir=${prefix#*$'\t'}
+prefix=${prefix%%$'\t'*}
+case $libdir in /*) ;; *) libdir=$prefix/$libdir ;; esac
+probe_bin=$(first_found "$D" -path '*/bin/madvx-probe')
+runpath=$(readelf -dW "$probe_bin" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
+if [ "$prefix" = /usr ] || [ "$prefix" = / ]; then
+	[ -z "$runpath" ] || { echo "FAIL: madvx-probe has RUNPATH $runpath under prefix $prefix"; exit 1; }
+else
+	[ "$runpath" = "$libdir" ] ||
+		{ echo "FAIL: madvx-probe RUNPATH '$runpath', want '$libdir' (prefix $prefix)"; exit 1; }
+	echo "installed tools: RUNPATH $runpath"
+fi
 for f in include/madvx.h include/madvx-version.h bin/madvx-probe; do
 	[ -n "$(first_found "$D" -path "*/$f")" ] || { echo "FAIL: $f not installed"; exit 1; }
 done

@@ -11,6 +11,7 @@
  * fallback forced through MADVX_DISABLE. MADVX_TEST_LONG=1 runs 25x more.
  */
 #include <errno.h>
+#include <signal.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -744,9 +745,12 @@ START_TEST(release_flush_policy)
 	rel_mem = test_map_filled(16, 3);
 	ck_assert_int_eq(madvx_release(rel_mem + 1, pg), -EINVAL);
 	ck_assert_int_eq(madvx_release_config(&ro), 0);
+	ck_assert_uint_eq(madvx_release_pending(), 0);
 	ck_assert_int_eq(madvx_release(rel_mem + 8 * pg, pg), 0);
 	ck_assert_int_eq(test_resident(rel_mem + 8 * pg), 1);	/* pending */
+	ck_assert_uint_eq(madvx_release_pending(), pg);
 	ck_assert_int_eq(madvx_release(rel_mem + 9 * pg, 3 * pg), 0);	/* threshold */
+	ck_assert_uint_eq(madvx_release_pending(), 0);
 	ck_assert_int_eq(test_resident(rel_mem + 8 * pg), 0);
 	ck_assert_int_eq(test_resident(rel_mem + 11 * pg), 0);
 	ck_assert_int_eq(madvx_release(rel_mem + 12 * pg, pg), 0);
@@ -1018,6 +1022,82 @@ START_TEST(vma_cache_forgets_holes)
 }
 END_TEST
 
+/*
+ * A handler that releases memory (a GC stopping threads with signals):
+ * add + flush on its own batch while the interrupted thread is inside
+ * add/flush of another batch, signals from a second thread as fast as it
+ * can send them. Both sides' pages must end zapped, every result exact.
+ */
+static struct madvx_batch *sig_batch;
+static uint8_t *sig_mem;
+static _Atomic int sig_runs, sig_bad;
+
+static void release_in_handler(int sig)
+{
+	size_t pg = test_page();
+	int e = errno, slot = atomic_fetch_add(&sig_runs, 1) % 32;
+
+	(void)sig;
+	sig_mem[slot * pg] = 1;
+	if (madvx_batch_add(sig_batch, sig_mem + slot * pg, pg, MADV_DONTNEED) < 0 ||
+	    madvx_batch_flush(sig_batch) || test_resident(sig_mem + slot * pg) != 0)
+		atomic_fetch_add(&sig_bad, 1);
+	if (errno != e)
+		atomic_fetch_add(&sig_bad, 1);
+}
+
+static _Atomic bool sig_stop;
+
+static void *signal_sender(void *arg)
+{
+	pthread_t target = *(pthread_t *)arg;
+
+	while (!atomic_load(&sig_stop)) {
+		pthread_kill(target, SIGUSR1);
+		usleep(50);
+	}
+	return NULL;
+}
+
+START_TEST(signal_handler_flushes)
+{
+	size_t pg = test_page();
+	uint8_t *mine = test_map_filled(64, 5);
+	struct sigaction sa = { .sa_handler = release_in_handler };
+	struct madvx_batch *b;
+	pthread_t self = pthread_self(), t;
+
+	sig_mem = test_map_filled(32, 6);
+	ck_assert_int_eq(madvx_batch_create(NULL, &sig_batch), 0);
+	ck_assert_int_eq(madvx_batch_create(NULL, &b), 0);
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	ck_assert_int_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+	ck_assert_int_eq(pthread_create(&t, NULL, signal_sender, &self), 0);
+	for (int round = 0; round < 2000; round++) {
+		int k = round % 64;
+
+		mine[k * pg] = 7;
+		ck_assert_int_eq(madvx_batch_add(b, mine + k * pg, pg, MADV_DONTNEED), 0);
+		ck_assert_int_eq(madvx_batch_add(b, mine + ((k + 1) % 64) * pg, pg, MADV_DONTNEED), 1);
+		ck_assert_int_eq(madvx_batch_flush(b), 0);
+		ck_assert_int_eq(test_resident(mine + k * pg), 0);
+		ck_assert_int_eq(mine[k * pg], 0);
+	}
+	atomic_store(&sig_stop, true);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	signal(SIGUSR1, SIG_DFL);
+	printf("signal handler: %d add + flush inside a handler, %d wrong\n",
+	       atomic_load(&sig_runs), atomic_load(&sig_bad));
+	ck_assert_int_gt(atomic_load(&sig_runs), 0);
+	ck_assert_int_eq(atomic_load(&sig_bad), 0);
+	madvx_batch_free(b);
+	madvx_batch_free(sig_batch);
+	munmap(mine, 64 * pg);
+	munmap(sig_mem, 32 * pg);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("batch");
@@ -1054,6 +1134,7 @@ int main(void)
 	tcase_add_test(api, vma_cache_across_flushes);
 	tcase_add_test(api, vma_cache_serves_the_next_flush);
 	tcase_add_test(api, vma_cache_forgets_holes);
+	tcase_add_test(api, signal_handler_flushes);
 	suite_add_tcase(s, api);
 	return test_run_suite(s);
 }
