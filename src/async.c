@@ -94,8 +94,11 @@ static void signal_efd(struct madvx_async *a)
 	__madvx_sys_write(a->efd, &one, sizeof(one));
 }
 
-void __madvx_async_slot_done(struct madvx_async *a, uint32_t slot)
+#ifdef MADVX_HAVE_LIBURING
+/* The io_uring backend's report (iouring.h): @slot's batch is fully credited. */
+static void uring_slot_done(void *ctx, uint32_t slot)
 {
+	struct madvx_async *a = ctx;
 	struct madvx_ticket_slot *s = &a->slots[slot];
 
 	s->result = __madvx_batch_complete(s->b);
@@ -103,6 +106,7 @@ void __madvx_async_slot_done(struct madvx_async *a, uint32_t slot)
 	pthread_cond_broadcast(&a->done_cv);
 	signal_efd(a);
 }
+#endif
 
 /* ---- the worker thread ---- */
 
@@ -189,7 +193,8 @@ static void async_release(struct madvx_async *a, bool sync_objects)
 {
 #ifdef MADVX_HAVE_LIBURING
 	if (a->uring)
-		__madvx_uring_free(a);
+		__madvx_uring_free(a->uring);
+	a->uring = NULL;
 #endif
 	close_keep_errno(a->efd);
 	if (sync_objects) {
@@ -260,7 +265,8 @@ MADVX_API int madvx_async_create(const struct madvx_async_opts *opts,
 		ret = start_worker(a);
 #ifdef MADVX_HAVE_LIBURING
 	else if (a->backend == MADVX_ASYNC_IO_URING)
-		ret = __madvx_uring_create(a, &o);
+		ret = __madvx_uring_create(&a->uring, &o, a->nslots, a->efd,
+					   uring_slot_done, a);
 #endif
 	if (ret)
 		goto fail;
@@ -315,7 +321,7 @@ MADVX_API void madvx_async_free(struct madvx_async *a)
 			 * SQEs hold no pointers into our memory (only ranges),
 			 * and io_uring_queue_exit() waits for them.
 			 */
-			if (__madvx_uring_reap(a, true) < 0)
+			if (__madvx_uring_reap(a->uring, true) < 0)
 				break;
 			continue;
 		}
@@ -378,7 +384,6 @@ MADVX_API int madvx_async_submit(struct madvx_async *a, struct madvx_batch *b,
 		s->gen = 1;
 	s->b = b;
 	s->state = SLOT_QUEUED;
-	s->pending = 0;
 	s->result = 0;
 	*ticket = ((uint64_t)s->gen << 32) | (slot + 1);
 
@@ -390,7 +395,7 @@ MADVX_API int madvx_async_submit(struct madvx_async *a, struct madvx_batch *b,
 		break;
 #ifdef MADVX_HAVE_LIBURING
 	case MADVX_ASYNC_IO_URING:
-		__madvx_uring_submit(a, slot);
+		__madvx_uring_submit(a->uring, slot, b);
 		break;
 #endif
 	default:
@@ -431,7 +436,7 @@ MADVX_API int madvx_async_wait(struct madvx_async *a, uint64_t ticket)
 	while (s->state != SLOT_DONE) {
 #ifdef MADVX_HAVE_LIBURING
 		if (a->backend == MADVX_ASYNC_IO_URING) {
-			int r = __madvx_uring_reap(a, true);
+			int r = __madvx_uring_reap(a->uring, true);
 
 			/* The ring failed (not a signal): the ticket stays, say why. */
 			if (r < 0) {
@@ -463,7 +468,7 @@ MADVX_API int madvx_async_poll(struct madvx_async *a, uint64_t ticket)
 	__madvx_sys_read(a->efd, &cnt, sizeof(cnt));
 #ifdef MADVX_HAVE_LIBURING
 	if (a->backend == MADVX_ASYNC_IO_URING)
-		__madvx_uring_reap(a, false);
+		__madvx_uring_reap(a->uring, false);
 #endif
 	s = ticket_slot(a, ticket);
 	if (!s)
@@ -481,7 +486,7 @@ MADVX_API int madvx_async_eventfd(struct madvx_async *a)
 	if (!a)
 		return -EINVAL;
 #ifdef MADVX_HAVE_LIBURING
-	if (a->backend == MADVX_ASYNC_IO_URING && __madvx_uring_caller_ring(a))
+	if (a->backend == MADVX_ASYNC_IO_URING && __madvx_uring_caller_ring(a->uring))
 		return -EOPNOTSUPP;
 #endif
 	return a->efd;
@@ -493,12 +498,12 @@ MADVX_API int madvx_async_cqe(struct madvx_async *a, uint64_t user_data, int32_t
 
 	if (!a)
 		return -EINVAL;
-#ifdef MADVX_HAVE_LIBURING
 	if (forked(a))
 		return -ECHILD;
+#ifdef MADVX_HAVE_LIBURING
 	if (a->backend == MADVX_ASYNC_IO_URING) {
 		pthread_mutex_lock(&a->lock);
-		ret = __madvx_uring_cqe(a, user_data, res);
+		ret = __madvx_uring_cqe(a->uring, user_data, res);
 		pthread_mutex_unlock(&a->lock);
 	}
 #endif

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The async object shared by async.c (tickets, the worker-thread and sync
- * backends) and iouring.c (the io_uring backend).
+ * The async object of async.c (tickets, the worker-thread and sync
+ * backends); the io_uring backend is behind iouring.h and never sees it.
  */
 #ifndef MADVX_ASYNC_H
 #define MADVX_ASYNC_H
@@ -9,6 +9,7 @@
 #include <pthread.h>
 
 #include "internal.h"
+#include "iouring.h"
 
 enum { SLOT_FREE = 0, SLOT_QUEUED, SLOT_DONE };
 
@@ -16,8 +17,6 @@ struct madvx_ticket_slot {
 	struct madvx_batch *b;
 	uint32_t gen;		/* ticket = gen << 32 | (index + 1) */
 	uint8_t state;
-	bool planning;		/* io_uring: SQEs are still being queued */
-	uint32_t pending;	/* io_uring: SQEs queued, not yet completed */
 	int result;		/* madvx_batch_flush()'s answer, once SLOT_DONE */
 };
 
@@ -37,22 +36,7 @@ struct madvx_async {
 	bool have_thread;
 	pthread_t thread;
 	struct madvx_uring *uring;
-	uint32_t cur_slot;		/* io_uring: the slot being planned */
 	uint64_t gen;			/* creator's process generation: a child gets -ECHILD */
 };
-
-/* async.c: @slot's batch is fully credited: tally it, mark it done, wake waiters. */
-MADVX_HIDDEN void __madvx_async_slot_done(struct madvx_async *a, uint32_t slot);
-
-#ifdef MADVX_HAVE_LIBURING
-/* iouring.c; all called with a->lock held. */
-MADVX_HIDDEN int __madvx_uring_create(struct madvx_async *a, const struct madvx_async_opts *o);
-MADVX_HIDDEN void __madvx_uring_free(struct madvx_async *a);
-MADVX_HIDDEN void __madvx_uring_submit(struct madvx_async *a, uint32_t slot);
-/* Reap completions; with @wait, block until at least one CQE arrived. */
-MADVX_HIDDEN int __madvx_uring_reap(struct madvx_async *a, bool wait);
-MADVX_HIDDEN int __madvx_uring_cqe(struct madvx_async *a, uint64_t user_data, int32_t res);
-MADVX_HIDDEN bool __madvx_uring_caller_ring(const struct madvx_async *a);
-#endif
 
 #endif /* MADVX_ASYNC_H */

@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "batch.h"
+#include "issue.h"
+#include "plan.h"
 
 #define DEFAULT_CAPACITY 4096
 #define EPOCH_SCAN_LIMIT 256	/* exact overlap scan bound, then cut an epoch */

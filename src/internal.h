@@ -207,8 +207,6 @@ MADVX_HIDDEN int __madvx_proc_fd(enum madvx_proc_fd_id id, int (*open_fd)(void))
  */
 MADVX_HIDDEN int __madvx_self_pidfd(void);
 
-/* The /proc/self/maps fd of this process (vma.c). */
-MADVX_HIDDEN int __madvx_self_maps_fd(void);
 
 /* ---- sys.c, for remote targets (target.c, reclaim.c) ---- */
 /* pidfd_send_signal(2) (5.1); sig 0 asks "does it still exist?". */

@@ -10,9 +10,10 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "async.h"
 #include "batch.h"
+#include "issue.h"
 #include "internal.h"
+#include "iouring.h"
 #include "probe-backends.h"
 
 #ifndef IORING_OP_MADVISE
@@ -102,7 +103,7 @@ void __madvx_iouring_probe_once(void)
 }
 
 /* ------------------------------------------------------------------------ */
-/* The io_uring backend of madvx_async (see async.c for the object)          */
+/* The io_uring backend of madvx_async (contract: iouring.h)                */
 /* ------------------------------------------------------------------------ */
 
 #define DEFAULT_DEPTH 256
@@ -123,6 +124,13 @@ struct urec {
 	uint32_t next_free;
 };
 
+/* What the backend keeps per ticket slot. */
+struct uslot {
+	struct madvx_batch *b;
+	uint32_t pending;	/* SQEs queued, not yet completed */
+	bool planning;		/* SQEs are still being queued */
+};
+
 struct madvx_uring {
 	struct io_uring own;
 	struct io_uring *ring;
@@ -139,11 +147,16 @@ struct madvx_uring {
 	uint64_t lo, hi;
 	madvx_cqe_fn on_cqe;
 	void *on_cqe_ctx;
+	struct uslot *slots;
+	uint32_t nslots;
+	uint32_t cur_slot;	/* the slot being planned */
+	madvx_uring_done_fn done;
+	void *done_ctx;
 };
 
-bool __madvx_uring_caller_ring(const struct madvx_async *a)
+bool __madvx_uring_caller_ring(const struct madvx_uring *u)
 {
-	return a->uring && a->uring->caller_ring;
+	return u->caller_ring;
 }
 
 /*
@@ -159,7 +172,8 @@ static uint8_t handoff_flags(const struct io_uring *ring)
 	return ring->flags & IORING_SETUP_SQPOLL ? 0 : IOSQE_ASYNC;
 }
 
-int __madvx_uring_create(struct madvx_async *a, const struct madvx_async_opts *o)
+int __madvx_uring_create(struct madvx_uring **out, const struct madvx_async_opts *o,
+			 uint32_t nslots, int efd, madvx_uring_done_fn done, void *done_ctx)
 {
 	static _Atomic uint32_t cookies;
 	struct madvx_uring *u;
@@ -185,15 +199,21 @@ int __madvx_uring_create(struct madvx_async *a, const struct madvx_async_opts *o
 		u->ring = &u->own;
 		u->nrecs = u->own.cq.ring_entries;
 		/* Event loops wake on CQEs; madvx_async_poll() reaps them. */
-		io_uring_register_eventfd(&u->own, a->efd);
+		io_uring_register_eventfd(&u->own, efd);
 	}
 	u->recs = calloc(u->nrecs, sizeof(*u->recs));
-	if (!u->recs) {
+	u->slots = calloc(nslots, sizeof(*u->slots));
+	if (!u->recs || !u->slots) {
 		if (!u->caller_ring)
 			io_uring_queue_exit(&u->own);
+		free(u->recs);
+		free(u->slots);
 		free(u);
 		return -ENOMEM;
 	}
+	u->nslots = nslots;
+	u->done = done;
+	u->done_ctx = done_ctx;
 	for (uint32_t i = 0; i < u->nrecs; i++)
 		u->recs[i].next_free = i + 1 < u->nrecs ? i + 1 : NIL;
 	u->free_head = 0;
@@ -203,27 +223,24 @@ int __madvx_uring_create(struct madvx_async *a, const struct madvx_async_opts *o
 	u->tag = UD_MAGIC | ((uint64_t)(atomic_fetch_add(&cookies, 1) & 0xffff) << 32);
 	u->on_cqe = o->on_cqe;
 	u->on_cqe_ctx = o->on_cqe_ctx;
-	a->uring = u;
+	*out = u;
 	return 0;
 }
 
-void __madvx_uring_free(struct madvx_async *a)
+void __madvx_uring_free(struct madvx_uring *u)
 {
-	struct madvx_uring *u = a->uring;
-
 	if (!u->caller_ring)
 		io_uring_queue_exit(&u->own);
 	free(u->recs);
+	free(u->slots);
 	free(u);
-	a->uring = NULL;
 }
 
 /* One of our CQEs: credit the entry, finish the ticket when it was its last. */
-static void rec_complete(struct madvx_async *a, uint32_t idx, int32_t res)
+static void rec_complete(struct madvx_uring *u, uint32_t idx, int32_t res)
 {
-	struct madvx_uring *u = a->uring;
 	struct urec *r = &u->recs[idx];
-	struct madvx_ticket_slot *s = &a->slots[r->slot];
+	struct uslot *s = &u->slots[r->slot];
 
 	u->inflight--;
 	/*
@@ -239,23 +256,21 @@ static void rec_complete(struct madvx_async *a, uint32_t idx, int32_t res)
 	r->next_free = u->free_head;
 	u->free_head = idx;
 	if (--s->pending == 0 && !s->planning)
-		__madvx_async_slot_done(a, r->slot);
+		u->done(u->done_ctx, r->slot);
 }
 
-int __madvx_uring_cqe(struct madvx_async *a, uint64_t ud, int32_t res)
+int __madvx_uring_cqe(struct madvx_uring *u, uint64_t ud, int32_t res)
 {
-	struct madvx_uring *u = a->uring;
 	uint32_t idx = (uint32_t)ud;
 
 	if (!u || (ud & ~0xffffffffULL) != u->tag || idx >= u->nrecs)
 		return 0;
-	rec_complete(a, idx, res);
+	rec_complete(u, idx, res);
 	return 1;
 }
 
-int __madvx_uring_reap(struct madvx_async *a, bool wait)
+int __madvx_uring_reap(struct madvx_uring *u, bool wait)
 {
-	struct madvx_uring *u = a->uring;
 	int n = 0;
 
 	for (;;) {
@@ -280,7 +295,7 @@ int __madvx_uring_reap(struct madvx_async *a, bool wait)
 		flags = cqe->flags;
 		io_uring_cqe_seen(u->ring, cqe);
 		n++;
-		if (!__madvx_uring_cqe(a, ud, res) && u->on_cqe)
+		if (!__madvx_uring_cqe(u, ud, res) && u->on_cqe)
 			u->on_cqe(u->on_cqe_ctx, ud, res, flags);
 	}
 	return n;
@@ -292,9 +307,8 @@ int __madvx_uring_reap(struct madvx_async *a, bool wait)
  * persistent failure with nothing left to reap gives up after a bound, and
  * those SQEs go with the next submit.
  */
-static void submit_all(struct madvx_async *a)
+static void submit_all(struct madvx_uring *u)
 {
-	struct madvx_uring *u = a->uring;
 	int stuck = 0;
 
 	while (io_uring_sq_ready(u->ring)) {
@@ -309,53 +323,50 @@ static void submit_all(struct madvx_async *a)
 		if (stuck++ == 16)
 			break;
 		/* Completions free resources: take one if any is running. */
-		__madvx_uring_reap(a, u->inflight > io_uring_sq_ready(u->ring));
+		__madvx_uring_reap(u, u->inflight > io_uring_sq_ready(u->ring));
 	}
 }
 
-static uint32_t get_rec(struct madvx_async *a)
+static uint32_t get_rec(struct madvx_uring *u)
 {
-	struct madvx_uring *u = a->uring;
 	uint32_t idx;
 
 	while (u->free_head == NIL) {
-		submit_all(a);
-		__madvx_uring_reap(a, true);
+		submit_all(u);
+		__madvx_uring_reap(u, true);
 	}
 	idx = u->free_head;
 	u->free_head = u->recs[idx].next_free;
 	return idx;
 }
 
-static struct io_uring_sqe *get_sqe(struct madvx_async *a)
+static struct io_uring_sqe *get_sqe(struct madvx_uring *u)
 {
-	struct madvx_uring *u = a->uring;
 	struct io_uring_sqe *sqe;
 
 	while (!(sqe = io_uring_get_sqe(u->ring))) {
-		submit_all(a);
+		submit_all(u);
 		if (!(sqe = io_uring_get_sqe(u->ring)))
-			__madvx_uring_reap(a, u->inflight > io_uring_sq_ready(u->ring));
+			__madvx_uring_reap(u, u->inflight > io_uring_sq_ready(u->ring));
 		else
 			break;
 	}
 	return sqe;
 }
 
-static void queue_part(struct madvx_async *a, uint32_t slot, int advice,
+static void queue_part(struct madvx_uring *u, uint32_t slot, int advice,
 		       const struct madvx_entry *part, bool link)
 {
-	struct madvx_uring *u = a->uring;
-	uint32_t idx = get_rec(a);
+	uint32_t idx = get_rec(u);
 	struct urec *r = &u->recs[idx];
 	struct io_uring_sqe *sqe;
 
 	r->e = *part;
 	r->advice = advice;
 	r->slot = slot;
-	a->slots[slot].pending++;
+	u->slots[slot].pending++;
 	/* Counted once it has an SQE: get_sqe() only waits for what was submitted. */
-	sqe = get_sqe(a);
+	sqe = get_sqe(u);
 	u->inflight++;
 	if (part->len > UINT32_MAX) {
 		/* liburing 2.3 has no io_uring_prep_madvise64: the 64-bit length goes in sqe->off. */
@@ -377,13 +388,12 @@ static void queue_part(struct madvx_async *a, uint32_t slot, int advice,
  * which IOSQE_IO_DRAIN could not order (it waits for completions, not for
  * what the reaper does with them).
  */
-static void quiesce(struct madvx_async *a)
+static void quiesce(struct madvx_uring *u)
 {
-	struct madvx_uring *u = a->uring;
 
-	submit_all(a);
+	submit_all(u);
 	while (u->inflight)
-		__madvx_uring_reap(a, true);
+		__madvx_uring_reap(u, true);
 }
 
 /*
@@ -398,9 +408,8 @@ static void quiesce(struct madvx_async *a)
 static void uring_issue(struct madvx_batch *b, int advice, struct madvx_entry *e,
 			uint32_t n)
 {
-	struct madvx_async *a = __madvx_batch_issue_ctx(b);
-	struct madvx_uring *u = a->uring;
-	uint32_t slot = a->cur_slot;
+	struct madvx_uring *u = __madvx_batch_issue_ctx(b);
+	uint32_t slot = u->cur_slot;
 	uint64_t bit = 1ULL << madvx_advice_index(advice);
 	uint64_t lo = UINT64_MAX, hi = 0;
 	uint64_t chunk = (1ULL << 32) - madvx_page_size();
@@ -416,7 +425,7 @@ static void uring_issue(struct madvx_batch *b, int advice, struct madvx_entry *e
 	hi = hi > UINT64_MAX - (madvx_pmd_size() - 1) ? UINT64_MAX :
 	     (hi + madvx_pmd_size() - 1) & ~(madvx_pmd_size() - 1);
 	if (u->inflight && (u->adv_mask & ~bit) && lo < u->hi && u->lo < hi)
-		quiesce(a);
+		quiesce(u);
 	/* Nothing in flight: nothing to order against. */
 	if (!u->inflight) {
 		u->adv_mask = bit;
@@ -434,7 +443,7 @@ static void uring_issue(struct madvx_batch *b, int advice, struct madvx_entry *e
 		uint64_t end = e[i].start + e[i].len;
 
 		if (u->madv64 || e[i].len <= UINT32_MAX) {
-			queue_part(a, slot, advice, &part, false);
+			queue_part(u, slot, advice, &part, false);
 			continue;
 		}
 		/*
@@ -445,20 +454,22 @@ static void uring_issue(struct madvx_batch *b, int advice, struct madvx_entry *e
 		for (uint64_t s = e[i].start; s < end; s += chunk) {
 			part.start = s;
 			part.len = end - s < chunk ? end - s : chunk;
-			queue_part(a, slot, advice, &part, s + chunk < end);
+			queue_part(u, slot, advice, &part, s + chunk < end);
 		}
 	}
 }
 
-void __madvx_uring_submit(struct madvx_async *a, uint32_t slot)
+void __madvx_uring_submit(struct madvx_uring *u, uint32_t slot, struct madvx_batch *b)
 {
-	struct madvx_ticket_slot *s = &a->slots[slot];
+	struct uslot *s = &u->slots[slot];
 
+	s->b = b;
+	s->pending = 0;
 	s->planning = true;
-	a->cur_slot = slot;
-	__madvx_batch_issue_deferred(s->b, uring_issue, a);
+	u->cur_slot = slot;
+	__madvx_batch_issue_deferred(b, uring_issue, u);
 	s->planning = false;
-	submit_all(a);
+	submit_all(u);
 	if (!s->pending)
-		__madvx_async_slot_done(a, slot);
+		u->done(u->done_ctx, slot);
 }

@@ -19,7 +19,7 @@
 #include <stdatomic.h>
 #include <sys/mman.h>
 
-#include "batch.h"
+#include "issue.h"
 
 #define MAX_RETRIES 3		/* EINTR / EAGAIN per call */
 

@@ -17,7 +17,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "batch.h"
+#include "issue.h"
+#include "plan.h"
 
 /* 0: per-VMA fast path, 1: mmap_read_lock, 2: mmap_write_lock; per advice index. */
 uint8_t __madvx_lock_classes[64];

@@ -85,6 +85,9 @@ static inline void madvx_vma_cache_age(struct madvx_vma_cache *c)
 MADVX_HIDDEN int __madvx_vma_find(struct madvx_vma_cache *c, uint64_t addr,
 				struct madvx_vma *v);
 
+/* The /proc/self/maps fd of this process, reopened in a child (proc.c). */
+MADVX_HIDDEN int __madvx_self_maps_fd(void);
+
 /*
  * The same, from the kernel alone: no region, no cache. For deciding results
  * after the kernel refused an entry, where only its own view may count.

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/* plan.c: planning an epoch of hints into kernel entries (see plan.c). */
+#ifndef MADVX_PLAN_H
+#define MADVX_PLAN_H
+
+#include "engine.h"
+
+/* Lock class of an advice index: 0 per-VMA, 1 mmap_read_lock, 2 mmap_write_lock. */
+MADVX_HIDDEN extern uint8_t __madvx_lock_classes[64];
+MADVX_HIDDEN void __madvx_plan_init(void);
+
+/*
+ * key = lock class (2 bits) | advice index (5 bits) | page number (52 bits:
+ * every 4 KiB page of a 64-bit address space, so no two addresses alias):
+ * sorted, entries come grouped by class (fast path first), then advice,
+ * then address.
+ */
+static inline uint64_t madvx_sort_key(const struct hint_int *h)
+{
+	return ((uint64_t)__madvx_lock_classes[h->adv_idx & 63] << 57) |
+	       ((uint64_t)(h->adv_idx & 31) << 52) | (h->start >> 12);
+}
+/* Plan and issue the hints [from, to) of one epoch. */
+MADVX_HIDDEN void __madvx_plan_epoch(struct madvx_batch *b, uint32_t from, uint32_t to);
+
+#endif /* MADVX_PLAN_H */
