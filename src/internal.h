@@ -131,12 +131,6 @@ MADVX_HIDDEN void __madvx_feature_demote(enum madvx_feature feat);
 /* The advices process_madvise() takes for ourselves (bit per advice index). */
 MADVX_HIDDEN uint64_t __madvx_pmadv_advices(void);
 
-/*
- * This boot's key line for the per-boot measurement cache: "boot_id <uuid>"
- * (/proc/sys/kernel/random/boot_id), or "btime <seconds>" from /proc/stat on
- * kernels without /proc/sys (CONFIG_PROC_SYSCTL=n). Returns 0 or -ENOENT.
- */
-MADVX_HIDDEN int __madvx_boot_key(char *buf, size_t size);
 
 static inline bool madvx_has(enum madvx_feature feat)
 {
@@ -207,6 +201,13 @@ MADVX_HIDDEN int __madvx_proc_fd(enum madvx_proc_fd_id id, int (*open_fd)(void))
  */
 MADVX_HIDDEN int __madvx_self_pidfd(void);
 
+
+/*
+ * Up to @size - 1 bytes of a small /proc or /sys file into @buf, with
+ * open/read, not stdio: the probe may run on an allocator's first call,
+ * where malloc() must not be re-entered. The length, or -1; errno kept.
+ */
+MADVX_HIDDEN ssize_t __madvx_read_small_file(const char *path, char *buf, size_t size);
 
 /* ---- sys.c, for remote targets (target.c, reclaim.c) ---- */
 /* pidfd_send_signal(2) (5.1); sig 0 asks "does it still exist?". */

@@ -28,6 +28,8 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "advtab.h"
+#include "bootcache.h"
 #include "internal.h"
 
 static const char *const feature_names[MADVX_FEAT__COUNT] = {
@@ -76,70 +78,8 @@ static const uint64_t feature_dependents[MADVX_FEAT__COUNT] = {
 /* Features that only steer planning: measured (boot cache) or assumed. */
 #define PLAN_FEATURES (BIT(MADVX_FEAT_PER_VMA_COLD_PAGEOUT) | BIT(MADVX_FEAT_PER_VMA_UFFD))
 
-/*
- * The advices the library knows, with the lock madvise() takes for each in
- * Linux 7.3 (mm/madvise.c get_lock_mode()). Kernels before 6.17 took
- * mmap_read_lock where 7.3 has the per-VMA lock; see advice_lock_for().
- */
-struct advice_desc {
-	int advice;
-	const char *name;
-	enum madvx_lock lock;
-	bool remote_valid;	/* process_madvise before 6.13 accepted it */
-};
-
-static const struct advice_desc advices[] = {
-	{ MADV_NORMAL, "MADV_NORMAL", MADVX_LOCK_MMAP_WRITE, false },
-	{ MADV_RANDOM, "MADV_RANDOM", MADVX_LOCK_MMAP_WRITE, false },
-	{ MADV_SEQUENTIAL, "MADV_SEQUENTIAL", MADVX_LOCK_MMAP_WRITE, false },
-	{ MADV_WILLNEED, "MADV_WILLNEED", MADVX_LOCK_MMAP_READ, true },
-	{ MADV_DONTNEED, "MADV_DONTNEED", MADVX_LOCK_PER_VMA, false },
-	{ MADV_FREE, "MADV_FREE", MADVX_LOCK_PER_VMA, false },
-	{ MADV_REMOVE, "MADV_REMOVE", MADVX_LOCK_MMAP_READ, false },
-	{ MADV_DONTFORK, "MADV_DONTFORK", MADVX_LOCK_MMAP_WRITE, false },
-	{ MADV_DOFORK, "MADV_DOFORK", MADVX_LOCK_MMAP_WRITE, false },
-	{ MADV_MERGEABLE, "MADV_MERGEABLE", MADVX_LOCK_MMAP_WRITE, false },
-	{ MADV_UNMERGEABLE, "MADV_UNMERGEABLE", MADVX_LOCK_MMAP_WRITE, false },
-	{ MADV_HUGEPAGE, "MADV_HUGEPAGE", MADVX_LOCK_MMAP_WRITE, false },
-	{ MADV_NOHUGEPAGE, "MADV_NOHUGEPAGE", MADVX_LOCK_MMAP_WRITE, false },
-	{ MADV_DONTDUMP, "MADV_DONTDUMP", MADVX_LOCK_MMAP_WRITE, false },
-	{ MADV_DODUMP, "MADV_DODUMP", MADVX_LOCK_MMAP_WRITE, false },
-	{ MADV_WIPEONFORK, "MADV_WIPEONFORK", MADVX_LOCK_MMAP_WRITE, false },
-	{ MADV_KEEPONFORK, "MADV_KEEPONFORK", MADVX_LOCK_MMAP_WRITE, false },
-	{ MADV_COLD, "MADV_COLD", MADVX_LOCK_MMAP_READ, true },
-	{ MADV_PAGEOUT, "MADV_PAGEOUT", MADVX_LOCK_MMAP_READ, true },
-	{ MADV_POPULATE_READ, "MADV_POPULATE_READ", MADVX_LOCK_MMAP_READ, false },
-	{ MADV_POPULATE_WRITE, "MADV_POPULATE_WRITE", MADVX_LOCK_MMAP_READ, false },
-	{ MADV_DONTNEED_LOCKED, "MADV_DONTNEED_LOCKED", MADVX_LOCK_PER_VMA, false },
-	{ MADV_COLLAPSE, "MADV_COLLAPSE", MADVX_LOCK_MMAP_READ, true },
-	{ MADV_GUARD_INSTALL, "MADV_GUARD_INSTALL", MADVX_LOCK_PER_VMA, false },
-	{ MADV_GUARD_REMOVE, "MADV_GUARD_REMOVE", MADVX_LOCK_PER_VMA, false },
-};
-_Static_assert(ARRAY_SIZE(advices) <= 64, "advice mask is 64 bits");
-_Static_assert(ARRAY_SIZE(advices) == 25, "advice_index_of[] covers advices[]");
-
 static struct madvx_probe_state probe_state;
 static struct madvx_once probe_once = MADVX_ONCE_INIT;
-
-_Static_assert(MADVX_ADVICE_MAX == MADV_GUARD_REMOVE, "advice table bound");
-
-int __madvx_advice_at(int index)
-{
-	return index >= 0 && index < (int)ARRAY_SIZE(advices) ? advices[index].advice : -1;
-}
-
-/* advice value -> 1 + index in advices[] (0: unknown). */
-const int8_t __madvx_advice_index_of[MADVX_ADVICE_MAX + 1] = {
-	[MADV_NORMAL] = 1, [MADV_RANDOM] = 2, [MADV_SEQUENTIAL] = 3,
-	[MADV_WILLNEED] = 4, [MADV_DONTNEED] = 5, [MADV_FREE] = 6,
-	[MADV_REMOVE] = 7, [MADV_DONTFORK] = 8, [MADV_DOFORK] = 9,
-	[MADV_MERGEABLE] = 10, [MADV_UNMERGEABLE] = 11, [MADV_HUGEPAGE] = 12,
-	[MADV_NOHUGEPAGE] = 13, [MADV_DONTDUMP] = 14, [MADV_DODUMP] = 15,
-	[MADV_WIPEONFORK] = 16, [MADV_KEEPONFORK] = 17, [MADV_COLD] = 18,
-	[MADV_PAGEOUT] = 19, [MADV_POPULATE_READ] = 20, [MADV_POPULATE_WRITE] = 21,
-	[MADV_DONTNEED_LOCKED] = 22, [MADV_COLLAPSE] = 23,
-	[MADV_GUARD_INSTALL] = 24, [MADV_GUARD_REMOVE] = 25,
-};
 
 static void set_feature(struct madvx_probe_state *st, enum madvx_feature f,
 			bool on)
@@ -237,34 +177,11 @@ static void probe_uname(struct madvx_probe_state *st)
 	st->per_vma_locks = uname_has_per_vma_locks(&u);
 }
 
-/*
- * Read up to @size - 1 bytes of a small /proc or /sys file into @buf with
- * open/read, not stdio: the probe may run on an allocator's first call, where
- * malloc() must not be re-entered. Returns the length or -1.
- */
-static ssize_t read_small_file(const char *path, char *buf, size_t size)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC), e = errno;
-	ssize_t n;
-
-	if (fd < 0) {
-		errno = e;
-		return -1;
-	}
-	n = read(fd, buf, size - 1);
-	close(fd);
-	errno = e;
-	if (n < 0)
-		return -1;
-	buf[n] = 0;
-	return n;
-}
-
 static int read_int_file(const char *path)
 {
 	char buf[32];
 
-	if (read_small_file(path, buf, sizeof(buf)) <= 0)
+	if (__madvx_read_small_file(path, buf, sizeof(buf)) <= 0)
 		return -1;
 	return atoi(buf);
 }
@@ -273,7 +190,7 @@ static enum madvx_thp_mode probe_thp(void)
 {
 	char buf[128];
 
-	if (read_small_file("/sys/kernel/mm/transparent_hugepage/enabled",
+	if (__madvx_read_small_file("/sys/kernel/mm/transparent_hugepage/enabled",
 			    buf, sizeof(buf)) <= 0)
 		return MADVX_THP_UNKNOWN;
 	if (strstr(buf, "[always]"))
@@ -292,7 +209,7 @@ static bool vmstat_has(const char *key)
 	size_t n = strlen(key);
 	const char *p;
 
-	if (read_small_file("/proc/vmstat", buf, sizeof(buf)) <= 0)
+	if (__madvx_read_small_file("/proc/vmstat", buf, sizeof(buf)) <= 0)
 		return false;
 	for (p = buf; (p = strstr(p, key)); p += n)
 		if ((p == buf || p[-1] == '\n') && p[n] == ' ')
@@ -353,116 +270,6 @@ static long madv_scratch(int advice)
 	return ret;
 }
 
-/* The "btime" of /proc/stat (boot time, seconds since the epoch), or -1. */
-static long long read_btime(void)
-{
-	char buf[4096 + 64];
-	int fd = open("/proc/stat", O_RDONLY | O_CLOEXEC), e = errno;
-	long long btime = -1;
-	size_t keep = 0, total;
-	const char *p;
-	ssize_t n;
-
-	if (fd < 0) {
-		errno = e;
-		return -1;
-	}
-	/* The line comes after per-CPU and interrupt lines: read in chunks. */
-	while (btime < 0 && (n = read(fd, buf + keep, sizeof(buf) - 64 - 1)) > 0) {
-		total = keep + n;
-		buf[total] = 0;
-		p = strstr(buf, "\nbtime ");
-		if (p && strchr(p + 7, '\n')) {
-			btime = strtoll(p + 7, NULL, 10);
-			break;
-		}
-		keep = total < 64 ? total : 64;
-		memmove(buf, buf + total - keep, keep);
-	}
-	close(fd);
-	errno = e;
-	return btime;
-}
-
-int __madvx_boot_key(char *buf, size_t size)
-{
-	long long btime;
-	char id[64];
-
-	if (read_small_file("/proc/sys/kernel/random/boot_id", id, sizeof(id)) > 0) {
-		id[strcspn(id, "\n")] = 0;
-		snprintf(buf, size, "boot_id %s", id);
-		return 0;
-	}
-	btime = read_btime();
-	if (btime < 0)
-		return -ENOENT;
-	snprintf(buf, size, "btime %lld", btime);
-	return 0;
-}
-
-/*
- * The per-boot measurement cache (see madvx.h): "key value" lines written by
- * madvx-probe --measure. It counts only if it is this boot's (a line equal
- * to __madvx_boot_key()), owned by root or by us and writable by nobody else;
- * then each "<feature> 0|1" line of a planning feature answers that feature.
- * Sets *@measured to the features it answered and returns those that are on.
- */
-static uint64_t read_boot_cache(uint64_t *measured)
-{
-	const char *path = secure_getenv("MADVX_PROBE_CACHE");
-	char buf[1024], boot[96], key[64];
-	uint64_t on = 0;
-	struct stat sb;
-	const char *line;
-	int fd, e = errno, val;
-	ssize_t n;
-	bool this_boot = false;
-
-	*measured = 0;
-	if (!path || !*path)
-		path = MADVX_PROBE_CACHE_PATH;
-	/* The file first: most machines have none, and then the key costs nothing. */
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0) {
-		errno = e;
-		return 0;
-	}
-	if (__madvx_boot_key(boot, sizeof(boot))) {
-		close(fd);
-		errno = e;
-		return 0;
-	}
-	n = -1;
-	if (!fstat(fd, &sb) && S_ISREG(sb.st_mode) &&
-	    (sb.st_uid == 0 || sb.st_uid == geteuid()) && !(sb.st_mode & 022))
-		n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	errno = e;
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	/* One line must be this boot's key. */
-	for (line = buf; line && !this_boot;
-	     line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
-		this_boot = !strncmp(line, boot, strlen(boot)) &&
-			    (line[strlen(boot)] == '\n' || !line[strlen(boot)]);
-	if (!this_boot)
-		return 0;
-	for (line = buf; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
-		if (sscanf(line, "%63s %d", key, &val) != 2)
-			continue;
-		for (int f = 0; f < MADVX_FEAT__COUNT; f++) {
-			if (!(PLAN_FEATURES & BIT(f)) || strcmp(key, feature_names[f]))
-				continue;
-			*measured |= BIT(f);
-			if (val == 1)
-				on |= BIT(f);
-		}
-	}
-	return on;
-}
-
 /*
  * per_vma_cold_pageout and per_vma_uffd: MADVX_ASSUME wins, else the boot
  * cache; without either they stay off, and on a kernel without per-VMA locks
@@ -470,7 +277,8 @@ static uint64_t read_boot_cache(uint64_t *measured)
  */
 static uint64_t probe_plan_features(struct madvx_probe_state *st, uint64_t features)
 {
-	uint64_t measured, cached = read_boot_cache(&measured);
+	uint64_t measured, cached = __madvx_boot_cache_read(feature_names, MADVX_FEAT__COUNT,
+							  PLAN_FEATURES, &measured);
 
 	st->assumed = parse_names(secure_getenv("MADVX_ASSUME")) & PLAN_FEATURES;
 	st->measured = measured & ~st->assumed;
@@ -497,13 +305,13 @@ static uint64_t probe_pmadv_advices(int pidfd, bool self_any)
 {
 	uint64_t mask = 0;
 
-	for (size_t i = 0; i < ARRAY_SIZE(advices); i++) {
-		long m = madv_scratch(advices[i].advice);
-		long p = pmadv_scratch(pidfd, advices[i].advice);
+	for (size_t i = 0; i < __madvx_nadvices; i++) {
+		long m = madv_scratch(__madvx_advices[i].advice);
+		long p = pmadv_scratch(pidfd, __madvx_advices[i].advice);
 		bool ok;
 
 		if (m == -EINVAL && p == -EINVAL)
-			ok = self_any || advices[i].remote_valid;
+			ok = self_any || __madvx_advices[i].remote_valid;
 		else
 			ok = (m == 0 && p == (long)madvx_page_size()) ||
 			     (m < 0 && p == m);
@@ -590,8 +398,8 @@ static uint64_t guess_pmadv_advices(bool pmadv, bool self_any)
 
 	if (!pmadv)
 		return 0;
-	for (size_t i = 0; i < ARRAY_SIZE(advices); i++)
-		if (self_any || advices[i].remote_valid)
+	for (size_t i = 0; i < __madvx_nadvices; i++)
+		if (self_any || __madvx_advices[i].remote_valid)
 			mask |= BIT(i);
 	return mask;
 }
@@ -808,68 +616,6 @@ MADVX_API const char *madvx_feature_name(enum madvx_feature feat)
 	if ((unsigned int)feat >= MADVX_FEAT__COUNT)
 		return NULL;
 	return feature_names[feat];
-}
-
-MADVX_API const char *madvx_advice_name(int advice)
-{
-	int i = madvx_advice_index(advice);
-
-	return i < 0 ? NULL : advices[i].name;
-}
-
-MADVX_API int madvx_advice_list(int *out, int max)
-{
-	for (int i = 0; i < max && i < (int)ARRAY_SIZE(advices); i++)
-		out[i] = advices[i].advice;
-	return (int)ARRAY_SIZE(advices);
-}
-
-/*
- * The 7.3 table, adjusted for older kernels: before 6.17 (or with
- * per_vma_madvise disabled) the per-VMA advices took mmap_read_lock; and for
- * kernels with the kernel/patches series, where MADV_COLD and MADV_PAGEOUT
- * take the per-VMA lock too.
- */
-static enum madvx_lock advice_lock_for(const struct advice_desc *d)
-{
-	if (d->lock == MADVX_LOCK_PER_VMA && !madvx_has(MADVX_FEAT_PER_VMA_MADVISE))
-		return MADVX_LOCK_MMAP_READ;
-	/*
-	 * The guard advices joined the per-VMA path after 6.18 (measured there
-	 * with madvx-probe --verify: mmap_read_lock even inside one VMA) and
-	 * are on it in 7.3's get_lock_mode(); the release in between is not
-	 * pinned down, so claim the fast path only from 7.3.
-	 */
-	if ((d->advice == MADV_GUARD_INSTALL || d->advice == MADV_GUARD_REMOVE) &&
-	    __madvx_probe()->version < MADVX_KVER(7, 3, 0))
-		return MADVX_LOCK_MMAP_READ;
-	if ((d->advice == MADV_COLD || d->advice == MADV_PAGEOUT) &&
-	    madvx_has(MADVX_FEAT_PER_VMA_COLD_PAGEOUT))
-		return MADVX_LOCK_PER_VMA;
-	return d->lock;
-}
-
-MADVX_API enum madvx_lock madvx_advice_lock(int advice)
-{
-	int i = madvx_advice_index(advice);
-
-	if (i < 0)
-		return MADVX_LOCK_UNKNOWN;
-	return advice_lock_for(&advices[i]);
-}
-
-MADVX_API const char *madvx_lock_name(enum madvx_lock lock)
-{
-	switch (lock) {
-	case MADVX_LOCK_PER_VMA:
-		return "per-vma";
-	case MADVX_LOCK_MMAP_READ:
-		return "mmap-read";
-	case MADVX_LOCK_MMAP_WRITE:
-		return "mmap-write";
-	default:
-		return "unknown";
-	}
 }
 
 MADVX_API const char *madvx_version(void)

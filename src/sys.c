@@ -147,3 +147,25 @@ long __madvx_sys_pread(int fd, void *buf, size_t len, uint64_t off)
 
 	return ret_or_errno(pread(fd, buf, len, (off_t)off), e);
 }
+
+/*
+ * Read up to @size - 1 bytes of a small /proc or /sys file into @buf with
+ * open/read, not stdio (see internal.h).
+ */
+ssize_t __madvx_read_small_file(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), e = errno;
+	ssize_t n;
+
+	if (fd < 0) {
+		errno = e;
+		return -1;
+	}
+	n = read(fd, buf, size - 1);
+	close(fd);
+	errno = e;
+	if (n < 0)
+		return -1;
+	buf[n] = 0;
+	return n;
+}

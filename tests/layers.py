@@ -9,7 +9,8 @@ From nm of the library's objects: every symbol an object uses from another
 object must be defined at its own layer or below; two files of one layer
 may not use each other. From the headers: each __madvx_* function a header
 declares is defined in the .c file of that header's name (x.h -> x.c) or,
-for internal.h, in one of the bottom layers it gathers (sys, proc, probe).
+for internal.h, in one of the bottom layers it gathers (sys, proc, advtab,
+probe).
 """
 import os
 import re
@@ -82,7 +83,7 @@ def main():
         with open(os.path.join(src, h)) as f:
             text = f.read()
         base = h[:-2]
-        allowed = {'internal': {'sys', 'proc', 'probe'},
+        allowed = {'internal': {'sys', 'proc', 'advtab', 'probe'},
                    'probe-backends': {'uffd', 'iouring'}}.get(base, {base})
         for fn in decl.findall(text):
             o = owner.get(fn)

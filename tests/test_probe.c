@@ -14,6 +14,7 @@
 #include <sys/utsname.h>
 
 #include "harness.h"
+#include "bootcache.h"
 #include "internal.h"
 #ifdef MADVX_HAVE_LIBURING
 #include <liburing.h>
