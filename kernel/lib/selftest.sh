@@ -34,12 +34,12 @@ selftest_case()
 
 cmd_selftest()
 {
-	local k=base bad=0 c cases=(pass patch fail warn regress)
+	local k=base bad=0 c cases=(pass silence patch fail warn regress)
 	while (($#)); do
 		case $1 in
 		--kernel) k=$2; shift ;;
 		--kernel=*) k=${1#*=} ;;
-		pass | patch | fail | warn | regress) cases=("$@"); break ;;
+		pass | silence | patch | fail | warn | regress) cases=("$@"); break ;;
 		*) die "selftest: unknown argument $1" ;;
 		esac
 		shift
@@ -54,6 +54,12 @@ cmd_selftest()
 		case $c in
 		pass)
 			selftest_case pass 0 'selftest-pass: running on Linux|RESULT: PASS' \
+				"$KDIR/run" exec --kernel "$k" --timeout 60 "$ST_DIR/selftest-pass" || bad=1 ;;
+		silence)
+			# The boot watchdog: a 5 s silence limit kills the first
+			# boot before init prints, the second boot runs unwatched.
+			selftest_case silence 0 'no serial output in 5 s: booting it once more' \
+				env MADVX_KERNEL_BOOT_SILENCE=5 \
 				"$KDIR/run" exec --kernel "$k" --timeout 60 "$ST_DIR/selftest-pass" || bad=1 ;;
 		patch)
 			selftest_case patch 1 'does not apply|patch failed' \
