@@ -1188,6 +1188,9 @@ static long env_long(const char *name, long def)
 	return v && *v ? strtol(v, NULL, 0) : def;
 }
 
+/* No fork of the stress test may take longer (a child's own hang: 10 s). */
+#define STRESS_STALL_S 60
+
 /* 16 forks: the five that keep running our code three times each, one vfork+exec. */
 static enum fork_kind stress_kind(long i)
 {
@@ -1213,11 +1216,14 @@ START_TEST(test_stress)
 	uint64_t t0, t1;
 
 	/*
-	 * The backstop (a hung child is caught after 10 s): 50 ms per fork;
-	 * the ASan build took 28 ms per fork at load 23 on 2 CPUs. (In CK_FORK
-	 * mode the runner's SIGALRM handler kills the test: "signal 9".)
+	 * The backstop for a hang of this thread (a hung child is caught after
+	 * 10 s by wait_child()): re-armed at every fork, so it measures
+	 * progress, not the wall time of all n forks - a budget of 50 ms per
+	 * fork killed a healthy run at load 25 on 2 CPUs (649 s for 10,000).
+	 * (In CK_FORK mode the runner's SIGALRM handler kills the test:
+	 * "signal 9".)
 	 */
-	alarm((unsigned int)(120 + n / 20));
+	alarm(STRESS_STALL_S);
 	clone_stack_init();
 	child_step = mmap(NULL, pg, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	ck_assert_ptr_ne(child_step, MAP_FAILED);
@@ -1254,6 +1260,7 @@ START_TEST(test_stress)
 		int status = 0;
 		pid_t pid;
 
+		alarm(STRESS_STALL_S);
 		atomic_store(child_step, -1);
 		pid = kind == FK_VFORK_EXEC ? spawn_exec(argv, environ)
 					    : spawn(kind, stress_child, NULL);
@@ -1294,6 +1301,7 @@ START_TEST(test_stress)
 		}
 	}
 	t1 = now_ns();
+	alarm(STRESS_STALL_S);
 	/* Helpers stop before any assertion, so that none is left running. */
 	atomic_store(&st.stop, true);
 	for (int i = 0; i < nth; i++)
