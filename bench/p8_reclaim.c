@@ -514,7 +514,10 @@ static struct variant vars[MAXV];
 static unsigned int nvars;
 static struct result res[2][MAXV];	/* [cold, pageout] */
 static bool res_ok[2];
-static char target_desc[64];		/* "512 MiB / 2080 VMAs", for the plot */
+static char target_desc[64];		/* "128 MiB / 2080 VMAs", for the plot */
+static char names_of[2][MAXV][24];	/* per advice: the variants' names and kinds */
+static int kinds_of[2][MAXV];		/* 0 the sweep, 1 the others */
+static unsigned int nvars_of[2];
 
 static void add_var(const char *name, enum kind k, uint32_t lock_us, uint32_t pause_us)
 {
@@ -852,6 +855,11 @@ static int run_advice(const struct bench_opts *o, struct locktrace *lt, bool lt_
 	}
 	report_all(o, adv, s, res[advice == MADV_PAGEOUT]);
 	res_ok[advice == MADV_PAGEOUT] = true;
+	nvars_of[advice == MADV_PAGEOUT] = nvars;
+	for (unsigned int v = 0; v < nvars; v++) {
+		memcpy(names_of[advice == MADV_PAGEOUT][v], vars[v].name, sizeof(vars[v].name));
+		kinds_of[advice == MADV_PAGEOUT][v] = vars[v].kind == K_LIB && !vars[v].dflt ? 0 : 1;
+	}
 	goals(o, advice, res[advice == MADV_PAGEOUT]);
 	if (advice == MADV_COLD)
 		sentinel_check(o, &r);
@@ -882,57 +890,63 @@ out:
 
 static void plot(const struct bench_opts *o)
 {
-	char dat[] = "/tmp/madvx-bench-p8-XXXXXX";
-	int fd = mkstemp(dat);
-	FILE *f, *g;
+	char dat[2][32] = { "/tmp/madvx-bench-p8-XXXXXX", "/tmp/madvx-bench-p8-XXXXXX" };
+	FILE *g;
 
-	if (fd < 0 || !(f = fdopen(fd, "w"))) {
-		bench_note(o, "--plot: cannot write a temp file; no plot written");
-		return;
-	}
-	for (int a = 0; a < 2; a++) {
-		for (unsigned int v = 1; res_ok[a] && v < nvars; v++)
-			fprintf(f, "%g %g %s %d\n", res[a][v].m[M_CPU], res[a][v].p99x, vars[v].name,
-				vars[v].kind == K_LIB && !vars[v].dflt ? 0 : 1);
-		fprintf(f, "\n\n");
-	}
-	fclose(f);
 	if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
 		bench_note(o, "--plot: gnuplot not found (apt-get install gnuplot-nox); no plot written");
-		unlink(dat);
 		return;
+	}
+	/* one file per advice: gnuplot does not count an empty leading data block */
+	for (int a = 0; a < 2; a++) {
+		int fd = mkstemp(dat[a]);
+		FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+
+		if (!f) {
+			bench_note(o, "--plot: cannot write a temp file; no plot written");
+			if (fd >= 0)
+				close(fd);
+			if (a)
+				unlink(dat[0]);
+			return;
+		}
+		for (unsigned int v = 1; res_ok[a] && v < nvars_of[a]; v++)
+			fprintf(f, "%g %g %s %d\n", res[a][v].m[M_CPU], res[a][v].p99x,
+				names_of[a][v], kinds_of[a][v]);
+		fclose(f);
 	}
 	g = popen("gnuplot", "w");
 	if (!g) {
 		bench_note(o, "--plot: cannot run gnuplot");
-		unlink(dat);
-		return;
+		goto out;
 	}
 	fprintf(g, "set terminal png size 1200,560 noenhanced\nset output '%s'\n"
 		"set multiplot layout 1,2 title 'p8: remote reclaim of %s, "
 		"target mmap p99 / idle against the reclaimer CPU per GiB (medians)'\n"
-		"set logscale xy\nset xlabel 'reclaimer CPU ms per GiB'\n"
+		"set xlabel 'reclaimer CPU ms per GiB'\n"
 		"set ylabel 'target mmap p99 / idle p99'\nset grid\nset key top right\n", o->plot,
 		target_desc);
 	for (int a = 0; a < 2; a++) {
 		if (!res_ok[a]) {
-			fprintf(g, "set title '%s: not run'\nunset logscale\nplot [0:1][0:1] 2 notitle\n"
-				"set logscale xy\n", a ? "PAGEOUT" : "COLD");
+			fprintf(g, "set title '%s: not run'\nunset logscale\n"
+				"plot [0:1][0:1] 2 notitle\n", a ? "PAGEOUT" : "COLD");
 			continue;
 		}
-		fprintf(g, "set title '%s'\n"
-			"plot '%s' index %d using 1:($4==0?$2:1/0) with points pt 7 title 'madvx_reclaim "
-			"L<bound us>_P<gap us>', '' index %d using 1:($4==1?$2:1/0) with points pt 5 "
-			"ps 1.5 title 'anchors, defaults, adaptive', '' index %d using 1:2:3 with labels "
+		fprintf(g, "set title '%s'\nset logscale xy\n"
+			"plot '%s' using 1:($4==0?$2:1/0) with points pt 7 title 'madvx_reclaim "
+			"L<bound us>_P<gap us>', '' using 1:($4==1?$2:1/0) with points pt 5 "
+			"ps 1.5 title 'anchors, defaults, adaptive', '' using 1:2:3 with labels "
 			"offset 0.6,0.6 left font ',8' notitle, %g title 'goal' dt 2\n",
-			a ? "PAGEOUT" : "COLD", dat, a, a, a, a ? 3.0 : 2.0);
+			a ? "PAGEOUT" : "COLD", dat[a], a ? 3.0 : 2.0);
 	}
 	fprintf(g, "unset multiplot\n");
 	if (pclose(g) == 0)
 		bench_note(o, "plot written to %s", o->plot);
 	else
 		bench_note(o, "--plot: gnuplot failed; no plot written");
-	unlink(dat);
+out:
+	unlink(dat[0]);
+	unlink(dat[1]);
 }
 
 /* ---- scale: enumeration and planning per VMA ---- */
