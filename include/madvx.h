@@ -1293,6 +1293,10 @@ struct madvx_reclaim_opts {
  *  - each call's bytes come from the rate (bytes per ns) measured on the
  *    calls so far, adapted after every call (a call that overran the bound
  *    cuts the rate at once); large VMAs are advised in pieces;
+ *  - after each call it sleeps opts->pause_us (default 100 us), so that a
+ *    writer of the target woken by the call's end takes the lock before the
+ *    next call could steal it (rwsem reader lock stealing lasts until the
+ *    writer's 4-8 ms handoff timeout); MADVX_RECLAIM_NO_PAUSE: no gap;
  *  - before each call the pidfd is checked alive and every entry is looked
  *    up again: a range unmapped or replaced by a mapping that no longer
  *    passes the filter is skipped (vmas_changed), so advice never reaches

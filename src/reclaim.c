@@ -29,8 +29,19 @@
  * host), 4-5 ms at HZ=1000 - does rwsem_try_write_lock() set HANDOFF and
  * stop the stealing. So with back-to-back calls every mmap and every munmap
  * of the target waits a handoff timeout plus a call. A gap longer than the
- * woken writer's wake-up latency lets it in first. The values are chosen
- * from madvx-bench p8's sweep of bound x gap (BENCHMARKS.md).
+ * woken writer's wake-up latency lets it in first: measured here (6.18,
+ * 2 vCPUs at load 20, madvx-bench p8), a thread blocked in read() runs
+ * 21-30 us (p50) after its wake-up, so 100 us is 3-5x that. The bound:
+ * 300 us, from p8's sweep of bound x gap (BENCHMARKS.md) - with a gap,
+ * 100-300 us bounds kept the target's mmap p99 at 39-216x idle (COLD;
+ * PAGEOUT at 300 us: 8-73x) against 80-1000x for 1-2 ms (each mmap that
+ * does wait, waits a whole call), and 100 us cost 6-8x the Android way's
+ * CPU per GiB against 4-5x at 300 us; without a gap 812-2916x (at load
+ * 20, where a woken thread's p99 wake-up alone is 8-22 ms). test_reclaim's
+ * writer test at the same load: mmap p99 0.1-3.5 ms with these defaults,
+ * 30-108 ms back to back. The adaptive alternative (pause while /proc/PID/task/TID/syscall
+ * shows a writer) lost: the woken writer is runnable, and the kernel
+ * reports a runnable thread as "running".
  */
 #define DEFAULT_MAX_LOCK_US MADVX_RECLAIM_DEFAULT_MAX_LOCK_US
 #define DEFAULT_PAUSE_US MADVX_RECLAIM_DEFAULT_PAUSE_US
