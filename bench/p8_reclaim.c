@@ -1,32 +1,40 @@
 // SPDX-License-Identifier: MIT
 /*
- * p8: reclaim another process (issue 15). A target child with an app-like
- * layout - 2048 anonymous VMAs of 128 KiB and 32 of 8 MiB, 512 MiB, all
- * touched, neighbours with different protections so none merge - runs a
- * mutator thread that keeps mapping, faulting and unmapping 64 KiB and times
- * every mmap() and munmap(). The bench reclaims the 512 MiB with:
+ * p8: reclaim another process (issues 15 and 23). A target child with an
+ * app-like layout - 2048 anonymous VMAs of 32 KiB and 32 of 2 MiB, 128 MiB,
+ * all touched, neighbours with different protections so none merge - runs
+ * two mutator threads that keep mapping 16 KiB, touching it and unmapping it
+ * (a ~20 us nap between rounds), timing every mmap() and munmap(). A remote
+ * process_madvise() holds the target's mmap_read_lock for its whole vector:
+ * the mutators' mmap/munmap (mmap_write_lock) wait for it. The bench
+ * reclaims the 128 MiB (COLD; PAGEOUT with swap) with:
  *  - raw_1024: one iovec per VMA, 1024 per process_madvise() call (what
- *    Android's activity manager does);
+ *    Android's activity manager does) - the anchor for wall and CPU;
  *  - raw_per_vma: one process_madvise() call per VMA;
- *  - libmadvx_2ms, libmadvx_100us: madvx_reclaim() restricted to the same
- *    range, calls bounded to 2 ms and 100 us of mmap_lock;
- *  - libmadvx_100us_pause2ms: the same with a 2 ms pause after each call
- *    (the lock held ~5% of the time: what the target's p99 costs in rate);
- *  - idle: no reclaim, the mutator's own latencies.
+ *  - L<bound>_P<gap>: madvx_reclaim() restricted to the same range, calls
+ *    bounded to <bound> us, a <gap> us pause after each (0: NO_PAUSE) - the
+ *    sweep of issue 23;
+ *  - defaults: madvx_reclaim() with max_lock_us and pause_us left 0;
+ *  - A<bound>: adaptive pause, done in the progress callback: after each
+ *    call, sleep in 50 us steps (at most 2 ms) while a target thread is
+ *    blocked in mmap/munmap/mprotect/brk/mremap (/proc/PID/task/TID/syscall,
+ *    the check's CPU counted in the reclaimer's CPU);
+ *  - idle: no reclaim (100 ms), the mutators' own latencies.
  * Variants interleave per repetition (rotating order); the target re-reads
  * every page (untimed) before each, so each reclaim finds the same state.
- * A remote process_madvise() holds the target's mmap_read_lock for the
- * whole vector: the mutator's mmap/munmap (mmap_write_lock) wait for it.
- * Reported per variant: the target's mmap/munmap p50/p99 (and the ratio to
- * idle), its iterations per ms, process_madvise() call time p50/p99/max,
- * throughput (bytes/s over the wall time of the reclaim), RSS and Swap
- * dropped (smaps_rollup); as root, mmap_lock acquisitions and mean hold
- * per call from the mmap_lock tracepoints (one extra traced run each).
- * COLD always; PAGEOUT needs swap: as root without swap a temporary swap
- * file is made in /var/tmp and removed at the end (or why not is printed).
- * Scale: a target with 100,000 VMAs (vm.max_map_count raised as root and
- * restored), enumeration + planning cost per VMA (dry run, no rollup).
+ * Per variant, medians over the repetitions of: the target's mmap/munmap
+ * p50/p99/max (per repetition), reclaim wall time, the reclaiming thread's
+ * CPU time per GiB advised (getrusage(RUSAGE_THREAD)), the lock-held share
+ * (time inside process_madvise() over wall time: a remote call holds the
+ * lock ~97-99% of its duration, see KERNEL.md), calls per reclaim. A Pareto
+ * table (p99 / idle against CPU per GiB) is printed per advice; --plot
+ * draws it. Also: wake-up latency of a thread blocked in read() on this
+ * machine (the time a woken writer needs to run), 0 advice outside the
+ * filter (a sentinel VMA), mmap_lock acquisitions per call for the anchors
+ * and the defaults (tracepoints, as root), and the enumeration cost of a
+ * 100,000-VMA target.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -35,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -56,25 +65,38 @@
 
 #define KIB 1024UL
 #define MIB (1024UL * 1024)
-#define CAP 300000		/* latency samples per variant */
+#define GIB (1024.0 * 1024 * 1024)
+#define NMUT 2			/* mutator threads */
+#define MUT_LEN (16 * KIB)	/* what each round maps, touches, unmaps */
+#define MAXV 40			/* variants */
+#define PH_WARM 1		/* mutators run, nothing recorded; tags are above */
 
-enum { V_IDLE, V_RAW1024, V_PERVMA, V_LIB2MS, V_LIB100US, V_LIBPAUSE, NV };
-static const char *const vname[NV] = {
-	"idle", "raw_1024", "raw_per_vma", "libmadvx_2ms", "libmadvx_100us",
-	"libmadvx_100us_pause2ms",
+enum kind { K_IDLE, K_RAW1024, K_PERVMA, K_LIB, K_ADAPT };
+
+struct variant {
+	char name[24];
+	enum kind kind;
+	uint32_t lock_us, pause_us;	/* K_LIB: 0, 0 = the library's defaults */
+	bool dflt, traced;
+};
+
+/* One timed mmap/munmap round of a mutator, tagged with its phase. */
+struct sample {
+	float mmap_us, munmap_us;
+	int32_t tag;
 };
 
 struct shared {
-	_Atomic int phase;		/* -1 exit; 0 not recording; 1 + variant: record */
+	_Atomic int phase;		/* -1 exit; 0 idle; PH_WARM running; else the tag to record */
 	_Atomic int cmd, done;		/* cmd sequence: 'touch' requests, acks */
 	_Atomic int state;		/* 0 setting up, 1 ready, -1 failed */
 	int err;
 	uint64_t region, len, sentinel, sentinel_len;
 	uint32_t nvmas;
-	_Atomic uint64_t iters[NV];
-	_Atomic uint32_t n[NV];
-	float mmap_us[NV][CAP];
-	float munmap_us[NV][CAP];
+	_Atomic uint64_t iters;
+	_Atomic uint64_t n;		/* samples taken (may exceed cap: the rest are lost) */
+	uint64_t cap;
+	struct sample *pool;		/* MAP_SHARED, cap entries */
 };
 
 struct layout {
@@ -90,7 +112,7 @@ static double now_us(void)
 static void *mutator(void *arg)
 {
 	struct shared *sh = arg;
-	struct timespec nap = { 0, 20000 };
+	struct timespec nap = { 0, 20000 }, idle = { 0, 1000000 };
 
 	for (;;) {
 		int ph = atomic_load_explicit(&sh->phase, memory_order_relaxed);
@@ -99,26 +121,27 @@ static void *mutator(void *arg)
 
 		if (ph < 0)
 			break;
+		if (ph == 0) {
+			/* between runs: leave the CPU to the re-touch */
+			nanosleep(&idle, NULL);
+			continue;
+		}
 		t0 = now_us();
-		q = mmap(NULL, 64 * KIB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		q = mmap(NULL, MUT_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		t1 = now_us();
 		if (q == MAP_FAILED)
 			continue;
-		q[0] = 1;	/* a fault */
-		q[32 * KIB] = 1;
+		for (size_t off = 0; off < MUT_LEN; off += 4096)
+			q[off] = 1;	/* faults (per-VMA locked: not what we time) */
 		t2 = now_us();
-		munmap(q, 64 * KIB);
+		munmap(q, MUT_LEN);
 		t3 = now_us();
-		if (ph > 0) {
-			int v = ph - 1;
-			uint32_t i = atomic_load_explicit(&sh->n[v], memory_order_relaxed);
+		if (ph > PH_WARM) {
+			uint64_t i = atomic_fetch_add_explicit(&sh->n, 1, memory_order_relaxed);
 
-			if (i < CAP) {
-				sh->mmap_us[v][i] = (float)(t1 - t0);
-				sh->munmap_us[v][i] = (float)(t3 - t2);
-				atomic_store_explicit(&sh->n[v], i + 1, memory_order_relaxed);
-			}
-			atomic_fetch_add_explicit(&sh->iters[v], 1, memory_order_relaxed);
+			if (i < sh->cap)
+				sh->pool[i] = (struct sample){ (float)(t1 - t0), (float)(t3 - t2), ph };
+			atomic_fetch_add_explicit(&sh->iters, 1, memory_order_relaxed);
 		}
 		nanosleep(&nap, NULL);
 	}
@@ -130,6 +153,8 @@ static void touch_all(struct shared *sh)
 	volatile char *p = (volatile char *)(uintptr_t)sh->region;
 	char s = 0;
 
+	/* after PAGEOUT: read the swap back in big batches, not a fault at a time */
+	madvise((void *)(uintptr_t)sh->region, sh->len, MADV_WILLNEED);
 	for (size_t off = 0; off < sh->len; off += 4096)
 		s += p[off];	/* read: sets the accessed bit, swaps in after PAGEOUT */
 	p = (volatile char *)(uintptr_t)sh->sentinel;
@@ -179,11 +204,14 @@ static int target_setup(struct shared *sh, const struct layout *l)
 
 static void __attribute__((noreturn)) target_main(struct shared *sh, const struct layout *l)
 {
-	pthread_t th;
+	pthread_t th[NMUT];
 	int seen = 0;
 
 	sh->err = target_setup(sh, l);
-	if (sh->err || pthread_create(&th, NULL, mutator, sh)) {
+	for (int k = 0; !sh->err && k < NMUT; k++)
+		if (pthread_create(&th[k], NULL, mutator, sh))
+			sh->err = -EAGAIN;
+	if (sh->err) {
 		atomic_store(&sh->state, -1);
 		_exit(1);
 	}
@@ -198,7 +226,8 @@ static void __attribute__((noreturn)) target_main(struct shared *sh, const struc
 		}
 		usleep(200);
 	}
-	pthread_join(th, NULL);
+	for (int k = 0; k < NMUT; k++)
+		pthread_join(th[k], NULL);
 	_exit(0);
 }
 
@@ -224,24 +253,6 @@ static int target_touch(struct shared *sh)
 	return wait_done(sh, c);
 }
 
-/* "Key:  n kB" of /proc/PID/smaps_rollup, in bytes. */
-static uint64_t rollup(pid_t pid, const char *key)
-{
-	char path[64], line[256];
-	unsigned long long kb = 0;
-	size_t n = strlen(key);
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", (int)pid);
-	f = fopen(path, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, n) && sscanf(line + n, "%llu", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kb * 1024;
-}
-
 /* Referenced kB of the VMAs inside [a, b) of @pid (smaps). */
 static long referenced_kb(pid_t pid, uint64_t a, uint64_t b)
 {
@@ -264,6 +275,70 @@ static long referenced_kb(pid_t pid, uint64_t a, uint64_t b)
 	return sum;
 }
 
+/* ---- adaptive pause: is a target thread blocked in an mmap_lock writer? ---- */
+
+#define ADAPT_STEP_US 50
+#define ADAPT_MAX_US 2000
+
+struct adapt {
+	int fd[64];		/* /proc/PID/task/TID/syscall of each thread */
+	int n;
+	uint64_t checks, pauses;
+};
+
+static void adapt_open(struct adapt *a, pid_t pid)
+{
+	char path[320];
+	struct dirent *d;
+	DIR *dir;
+
+	a->n = 0;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	while (dir && (d = readdir(dir)) && a->n < (int)(sizeof(a->fd) / sizeof(a->fd[0]))) {
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/syscall", (int)pid, d->d_name);
+		a->fd[a->n] = open(path, O_RDONLY | O_CLOEXEC);
+		if (a->fd[a->n] >= 0)
+			a->n++;
+	}
+	if (dir)
+		closedir(dir);
+}
+
+static void adapt_close(struct adapt *a)
+{
+	for (int i = 0; i < a->n; i++)
+		close(a->fd[i]);
+	a->n = 0;
+}
+
+/*
+ * A thread that is not on a CPU shows "NR args..." in its syscall file
+ * ("running" while on a CPU or runnable: the kernel's task_current_syscall()
+ * reads only stopped tasks). A writer woken by our up_read() is runnable,
+ * so only writers still blocked are seen - the reason this may lose.
+ */
+static bool writer_blocked(struct adapt *a)
+{
+	a->checks++;
+	for (int i = 0; i < a->n; i++) {
+		char buf[32];
+		ssize_t r = pread(a->fd[i], buf, sizeof(buf) - 1, 0);
+		long nr;
+
+		if (r <= 0 || buf[0] < '0' || buf[0] > '9')
+			continue;
+		buf[r] = 0;
+		nr = strtol(buf, NULL, 10);
+		if (nr == SYS_mmap || nr == SYS_munmap || nr == SYS_mprotect || nr == SYS_brk ||
+		    nr == SYS_mremap)
+			return true;
+	}
+	return false;
+}
+
 /* ---- the reclaimers ---- */
 
 struct run {
@@ -272,14 +347,14 @@ struct run {
 	struct madvx_target *t;
 	struct shared *sh;
 	int advice;
-	int v;
+	const struct variant *v;
 	struct iovec *iov;	/* one per VMA */
 	size_t niov;
-	struct bench_samples *calls;	/* call durations, us */
-	uint64_t bytes;
+	uint64_t bytes, calls, call_ns;
 	long err;
-	uint64_t last_call_ns;
 	uint64_t changed, failed;
+	struct adapt adapt;
+	bool advised;		/* the last run advised: re-read every page first */
 };
 
 static long timed_pm(struct run *r, const struct iovec *iov, size_t n)
@@ -287,27 +362,34 @@ static long timed_pm(struct run *r, const struct iovec *iov, size_t n)
 	uint64_t t0 = bench_now_ns();
 	long ret = syscall(SYS_process_madvise, r->pidfd, iov, n, r->advice, 0U);
 
-	bench_samples_add(r->calls, (double)(bench_now_ns() - t0) / 1e3);
+	r->call_ns += bench_now_ns() - t0;
+	r->calls++;
 	return ret < 0 ? -errno : ret;
 }
 
-static int lib_progress(void *ctx, const struct madvx_reclaim_report *rep)
+static int adapt_progress(void *ctx, const struct madvx_reclaim_report *rep)
 {
 	struct run *r = ctx;
+	struct timespec step = { 0, ADAPT_STEP_US * 1000 };
 
-	bench_samples_add(r->calls, (double)(rep->call_ns - r->last_call_ns) / 1e3);
-	r->last_call_ns = rep->call_ns;
+	(void)rep;
+	for (int waited = 0; waited < ADAPT_MAX_US && writer_blocked(&r->adapt);
+	     waited += ADAPT_STEP_US) {
+		r->adapt.pauses++;
+		nanosleep(&step, NULL);
+	}
 	return 0;
 }
 
 static void reclaim(void *arg)
 {
 	struct run *r = arg;
+	const struct variant *v = r->v;
 
-	r->bytes = 0;
+	r->bytes = r->calls = r->call_ns = 0;
 	r->err = 0;
-	if (r->v == V_RAW1024 || r->v == V_PERVMA) {
-		size_t per = r->v == V_RAW1024 ? 1024 : 1;
+	if (v->kind == K_RAW1024 || v->kind == K_PERVMA) {
+		size_t per = v->kind == K_RAW1024 ? 1024 : 1;
 
 		for (size_t i = 0; i < r->niov; i += per) {
 			size_t n = r->niov - i < per ? r->niov - i : per;
@@ -319,20 +401,28 @@ static void reclaim(void *arg)
 			}
 			r->bytes += (uint64_t)ret;
 		}
-	} else if (r->v == V_LIB2MS || r->v == V_LIB100US || r->v == V_LIBPAUSE) {
+	} else if (v->kind == K_LIB || v->kind == K_ADAPT) {
 		struct madvx_reclaim_opts o = {
 			.size = sizeof(o), .advice = r->advice, .include = MADVX_VMA_ANON,
 			.start = r->sh->region, .end = r->sh->region + r->sh->len,
-			.max_lock_us = r->v == V_LIB2MS ? 2000 : 100,
-			.pause_us = r->v == V_LIBPAUSE ? 2000 : 0,
+			.max_lock_us = v->lock_us, .pause_us = v->pause_us,
 			.flags = MADVX_RECLAIM_NO_ROLLUP,
-			.progress = lib_progress, .progress_ctx = r,
 		};
 		struct madvx_reclaim_report rep = { .size = sizeof(rep) };
 
-		r->last_call_ns = 0;
+		if (!v->dflt && !v->pause_us)
+			o.flags |= MADVX_RECLAIM_NO_PAUSE;
+		if (v->kind == K_ADAPT) {
+			adapt_open(&r->adapt, r->pid);	/* per reclaim: threads come and go */
+			o.progress = adapt_progress;
+			o.progress_ctx = r;
+		}
 		r->err = madvx_reclaim(r->t, &o, &rep);
+		if (v->kind == K_ADAPT)
+			adapt_close(&r->adapt);
 		r->bytes = rep.bytes;
+		r->calls = rep.calls;
+		r->call_ns = rep.call_ns;
 		r->changed += rep.vmas_changed;
 		r->failed += rep.failed_entries;
 	} else {
@@ -342,54 +432,391 @@ static void reclaim(void *arg)
 	}
 }
 
-/* ---- one advice: all variants ---- */
-
-static void lat_rows(const struct bench_opts *o, const char *adv, struct shared *sh,
-		     double idle_p99_mmap)
+static uint64_t thread_cpu_ns(void)
 {
-	char var[64];
+	struct rusage ru;
 
-	for (int v = 0; v < NV; v++) {
-		uint32_t n = atomic_load(&sh->n[v]);
-		static double tmp[CAP];
-		double p50, p99, u50, u99;
+	if (getrusage(RUSAGE_THREAD, &ru))
+		return 0;
+	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ULL +
+	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ULL;
+}
 
-		if (!n)
-			continue;
-		for (uint32_t i = 0; i < n; i++)
-			tmp[i] = sh->mmap_us[v][i];
-		p50 = bench_percentile(tmp, n, 50);
-		p99 = bench_percentile(tmp, n, 99);
-		for (uint32_t i = 0; i < n; i++)
-			tmp[i] = sh->munmap_us[v][i];
-		u50 = bench_percentile(tmp, n, 50);
-		u99 = bench_percentile(tmp, n, 99);
-		snprintf(var, sizeof(var), "%s/%s", adv, vname[v]);
-		bench_report(o, "p8", var, "target_mmap_p50", p50, "us");
-		bench_report(o, "p8", var, "target_mmap_p99", p99, "us");
-		bench_report(o, "p8", var, "target_munmap_p50", u50, "us");
-		bench_report(o, "p8", var, "target_munmap_p99", u99, "us");
-		bench_report(o, "p8", var, "target_samples", n, "");
-		if (v != V_IDLE && idle_p99_mmap > 0)
-			bench_report(o, "p8", var, "mmap_p99_vs_idle", p99 / idle_p99_mmap, "x");
+/* ---- wake-up latency: how long a thread blocked in read() takes to run ---- */
+
+struct wake {
+	int p[2];
+	struct bench_samples s;
+};
+
+static void *waker_thread(void *arg)
+{
+	struct wake *w = arg;
+	uint64_t t;
+
+	while (read(w->p[0], &t, sizeof(t)) == (ssize_t)sizeof(t) && t)
+		bench_samples_add(&w->s, (double)(bench_now_ns() - t) / 1e3);
+	return NULL;
+}
+
+/* p50/p99 of 500 wake-ups, 200 us apart, with the target's mutators running. */
+static void wakeup_latency(const struct bench_opts *o, const char *adv)
+{
+	struct wake w;
+	pthread_t th;
+	struct timespec gap = { 0, 200000 };
+	uint64_t t = 0;
+	char var[48];
+
+	if (pipe(w.p) || bench_samples_init(&w.s, 500))
+		return;
+	if (pthread_create(&th, NULL, waker_thread, &w) == 0) {
+		for (int i = 0; i < 500; i++) {
+			nanosleep(&gap, NULL);
+			t = bench_now_ns();
+			if (write(w.p[1], &t, sizeof(t)) != (ssize_t)sizeof(t))
+				break;
+		}
+		t = 0;
+		if (write(w.p[1], &t, sizeof(t)) != (ssize_t)sizeof(t))
+			pthread_cancel(th);
+		pthread_join(th, NULL);
+		snprintf(var, sizeof(var), "%s/wakeup", adv);
+		bench_report(o, "p8", var, "wakeup_p50", bench_percentile(w.s.v, w.s.n, 50), "us");
+		bench_report(o, "p8", var, "wakeup_p99", bench_percentile(w.s.v, w.s.n, 99), "us");
 	}
+	bench_samples_free(&w.s);
+	close(w.p[0]);
+	close(w.p[1]);
+}
+
+/* ---- one advice: every variant, interleaved ---- */
+
+enum { M_MMAP50, M_MMAP99, M_MMAPMAX, M_UNMAP50, M_UNMAP99, M_UNMAPMAX, M_WALL, M_CPU,
+       M_SHARE, M_CALLS, M_ITERS, M_CHECKS, NM };
+static const char *const mname[NM] = {
+	"target_mmap_p50", "target_mmap_p99", "target_mmap_max", "target_munmap_p50",
+	"target_munmap_p99", "target_munmap_max", "wall", "cpu_per_gib", "lock_held_share",
+	"calls", "target_iters_per_ms", "adapt_checks",
+};
+static const char *const munit[NM] = {
+	"us", "us", "us", "us", "us", "us", "ms", "ms/GiB", "", "", "iter/ms", "",
+};
+
+/* Medians over the repetitions, kept for the Pareto table and the plot. */
+struct result {
+	double m[NM];
+	double p99x, u99x, wallx, cpux;	/* vs idle (p99x, u99x) and vs raw_1024 */
+	bool pareto;
+};
+
+static struct variant vars[MAXV];
+static unsigned int nvars;
+static struct result res[2][MAXV];	/* [cold, pageout] */
+static bool res_ok[2];
+static char target_desc[64];		/* "128 MiB / 2080 VMAs", for the plot */
+static char names_of[2][MAXV][24];	/* per advice: the variants' names and kinds */
+static int kinds_of[2][MAXV];		/* 0 the sweep, 1 the others */
+static unsigned int nvars_of[2];
+
+static void add_var(const char *name, enum kind k, uint32_t lock_us, uint32_t pause_us)
+{
+	struct variant *v = &vars[nvars++];
+
+	snprintf(v->name, sizeof(v->name), "%s", name);
+	v->kind = k;
+	v->lock_us = lock_us;
+	v->pause_us = pause_us;
+	v->traced = k == K_RAW1024 || k == K_PERVMA;
+}
+
+/*
+ * The sweep: bound x gap. PAGEOUT runs a smaller grid - no 100 us bound,
+ * no 1 ms gap (both are far off the Pareto front for COLD and multiply
+ * PAGEOUT's calls or wall time) - as every PAGEOUT run also swaps the
+ * target back in.
+ */
+static void make_variants(bool quick, bool pageout)
+{
+	static const uint32_t full_lock[] = { 100, 300, 1000, 2000 }, quick_lock[] = { 300, 2000 };
+	static const uint32_t full_pause[] = { 0, 50, 100, 300, 1000 }, quick_pause[] = { 0, 100 };
+	const uint32_t *lk = quick ? quick_lock : full_lock + pageout, *ps = quick ? quick_pause : full_pause;
+	size_t nl = quick ? 2 : 4 - pageout, np = quick ? 2 : 5 - pageout;
+	char name[24];
+
+	nvars = 0;
+	add_var("idle", K_IDLE, 0, 0);
+	add_var("raw_1024", K_RAW1024, 0, 0);
+	add_var("raw_per_vma", K_PERVMA, 0, 0);
+	add_var("defaults", K_LIB, 0, 0);
+	vars[nvars - 1].dflt = vars[nvars - 1].traced = true;
+	for (size_t i = 0; i < nl; i++)
+		for (size_t j = 0; j < np; j++) {
+			snprintf(name, sizeof(name), "L%u_P%u", lk[i], ps[j]);
+			add_var(name, K_LIB, lk[i], ps[j]);
+		}
+	add_var("A300", K_ADAPT, 300, 0);
+}
+
+/* The samples of one run (tag) in the pool: per-run p50/p99/max into s[]. */
+static void run_latencies(struct shared *sh, int tag, struct bench_samples *s, double *scratch)
+{
+	uint64_t n = atomic_load(&sh->n), k = 0;
+
+	if (n > sh->cap)
+		n = sh->cap;
+	for (uint64_t i = 0; i < n; i++)
+		if (sh->pool[i].tag == tag)
+			scratch[k++] = sh->pool[i].mmap_us;
+	if (!k)
+		return;
+	bench_samples_add(&s[M_MMAP50], bench_percentile(scratch, k, 50));
+	bench_samples_add(&s[M_MMAP99], bench_percentile(scratch, k, 99));
+	bench_samples_add(&s[M_MMAPMAX], bench_percentile(scratch, k, 100));
+	k = 0;
+	for (uint64_t i = 0; i < n; i++)
+		if (sh->pool[i].tag == tag)
+			scratch[k++] = sh->pool[i].munmap_us;
+	bench_samples_add(&s[M_UNMAP50], bench_percentile(scratch, k, 50));
+	bench_samples_add(&s[M_UNMAP99], bench_percentile(scratch, k, 99));
+	bench_samples_add(&s[M_UNMAPMAX], bench_percentile(scratch, k, 100));
+}
+
+/* One reclaim of variant @vi in repetition @rep, its numbers into s[]. */
+static int one_run(struct run *r, unsigned int vi, unsigned int rep, struct bench_samples *s,
+		   double *scratch)
+{
+	struct shared *sh = r->sh;
+	int tag = PH_WARM + 1 + (int)vi + MAXV * (int)rep;
+	uint64_t t0, t1, c0, c1, it0;
+	struct timespec settle = { 0, 1000000 }, warm = { 0, 2000000 };
+	double wall;
+
+	if (r->advised && target_touch(sh))
+		return -1;
+	r->advised = vars[vi].kind != K_IDLE;
+	r->v = &vars[vi];
+	atomic_store(&sh->n, 0);
+	it0 = atomic_load(&sh->iters);
+	r->adapt.checks = 0;
+	atomic_store(&sh->phase, PH_WARM);
+	nanosleep(&warm, NULL);	/* the mutators leave their idle sleep */
+	atomic_store(&sh->phase, tag);
+	c0 = thread_cpu_ns();
+	t0 = bench_now_ns();
+	reclaim(r);
+	t1 = bench_now_ns();
+	c1 = thread_cpu_ns();
+	atomic_store(&sh->phase, 0);
+	nanosleep(&settle, NULL);	/* rounds in flight finish */
+	if (r->err)
+		return (int)r->err;
+	wall = (double)(t1 - t0) / 1e6;
+	run_latencies(sh, tag, s, scratch);
+	bench_samples_add(&s[M_ITERS], (double)(atomic_load(&sh->iters) - it0) / wall);
+	if (vars[vi].kind == K_IDLE)
+		return 0;
+	bench_samples_add(&s[M_WALL], wall);
+	bench_samples_add(&s[M_CPU], r->bytes ? (double)(c1 - c0) / 1e6 / ((double)r->bytes / GIB) : 0);
+	bench_samples_add(&s[M_SHARE], (double)r->call_ns / (double)(t1 - t0));
+	bench_samples_add(&s[M_CALLS], (double)r->calls);
+	bench_samples_add(&s[M_CHECKS], (double)r->adapt.checks);
+	return 0;
+}
+
+/* Pareto: no other variant has both a lower p99 / idle and a lower CPU per GiB. */
+static void pareto(struct result *rs)
+{
+	for (unsigned int a = 1; a < nvars; a++) {
+		rs[a].pareto = true;
+		for (unsigned int b = 1; b < nvars; b++)
+			if (b != a && rs[b].p99x <= rs[a].p99x && rs[b].m[M_CPU] <= rs[a].m[M_CPU] &&
+			    (rs[b].p99x < rs[a].p99x || rs[b].m[M_CPU] < rs[a].m[M_CPU]))
+				rs[a].pareto = false;
+	}
+}
+
+static void print_table(const struct bench_opts *o, const char *adv, struct result *rs)
+{
+	unsigned int order[MAXV], n = 0;
+
+	for (unsigned int i = 1; i < nvars; i++)
+		order[n++] = i;
+	for (unsigned int i = 1; i < n; i++)	/* by CPU per GiB */
+		for (unsigned int j = i; j > 0 && rs[order[j]].m[M_CPU] < rs[order[j - 1]].m[M_CPU]; j--) {
+			unsigned int t = order[j];
+
+			order[j] = order[j - 1];
+			order[j - 1] = t;
+		}
+	bench_note(o, "p8 %s Pareto table (medians; * = no variant is better in both p99/idle "
+		   "and CPU/GiB), idle mmap p50 %.3g us, p99 %.3g us, munmap p99 %.3g us:", adv,
+		   rs[0].m[M_MMAP50], rs[0].m[M_MMAP99], rs[0].m[M_UNMAP99]);
+	bench_note(o, "| variant | mmap p50 | mmap p99 | p99/idle | munmap p99/idle | mmap max | "
+		   "wall ms | wall/raw_1024 | CPU ms/GiB | CPU/raw_1024 | lock held | calls | |");
+	bench_note(o, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+	for (unsigned int k = 0; k < n; k++) {
+		const struct result *x = &rs[order[k]];
+
+		bench_note(o, "| %s | %.3g us | %.4g us | %.3gx | %.3gx | %.4g us | %.4g | %.3gx | %.4g "
+			   "| %.3gx | %.0f%% | %.0f | %s |", vars[order[k]].name, x->m[M_MMAP50],
+			   x->m[M_MMAP99], x->p99x, x->u99x, x->m[M_MMAPMAX], x->m[M_WALL], x->wallx,
+			   x->m[M_CPU], x->cpux, 100 * x->m[M_SHARE], x->m[M_CALLS],
+			   x->pareto ? "*" : "");
+	}
+}
+
+static void report_all(const struct bench_opts *o, const char *adv, struct bench_samples s[][NM],
+		       struct result *rs)
+{
+	char var[48];
+
+	for (unsigned int v = 0; v < nvars; v++)
+		for (int m = 0; m < NM; m++)
+			rs[v].m[m] = s[v][m].n ? bench_median(s[v][m].v, s[v][m].n) : 0;
+	for (unsigned int v = 0; v < nvars; v++) {
+		struct result *x = &rs[v];
+
+		x->p99x = rs[0].m[M_MMAP99] > 0 ? x->m[M_MMAP99] / rs[0].m[M_MMAP99] : 0;
+		x->u99x = rs[0].m[M_UNMAP99] > 0 ? x->m[M_UNMAP99] / rs[0].m[M_UNMAP99] : 0;
+		x->wallx = rs[1].m[M_WALL] > 0 ? x->m[M_WALL] / rs[1].m[M_WALL] : 0;
+		x->cpux = rs[1].m[M_CPU] > 0 ? x->m[M_CPU] / rs[1].m[M_CPU] : 0;
+		snprintf(var, sizeof(var), "%s/%s", adv, vars[v].name);
+		for (int m = 0; m < NM; m++) {
+			if (!s[v][m].n || (m == M_CHECKS && vars[v].kind != K_ADAPT))
+				continue;
+			bench_report(o, "p8", var, mname[m], x->m[m], munit[m]);
+		}
+		if (v == 0)
+			continue;
+		bench_report(o, "p8", var, "mmap_p99_vs_idle", x->p99x, "x");
+		bench_report(o, "p8", var, "munmap_p99_vs_idle", x->u99x, "x");
+		bench_report(o, "p8", var, "wall_vs_raw_1024", x->wallx, "x");
+		bench_report(o, "p8", var, "cpu_vs_raw_1024", x->cpux, "x");
+	}
+	pareto(rs);
+	print_table(o, adv, rs);
+}
+
+/* Issue 23's goals, for the defaults. */
+static void goals(const struct bench_opts *o, int advice, const struct result *rs)
+{
+	const struct result *d = &rs[3];	/* "defaults" */
+	bool cold = advice == MADV_COLD;
+	char what[96];
+
+	snprintf(what, sizeof(what), "%s defaults: target mmap p99 / idle", cold ? "cold" : "pageout");
+	bench_target(o, "p8", what, d->p99x, cold ? 2.0 : 3.0, false);
+	snprintf(what, sizeof(what), "%s defaults: CPU per GiB / raw_1024", cold ? "cold" : "pageout");
+	bench_target(o, "p8", what, d->cpux, 1.5, false);
+	snprintf(what, sizeof(what), "%s defaults: wall / raw_1024", cold ? "cold" : "pageout");
+	bench_target(o, "p8", what, d->wallx, 4.0, false);
+}
+
+static void traced_runs(const struct bench_opts *o, struct locktrace *lt, bool lt_ok, struct run *r,
+			const char *adv)
+{
+	char var[48];
+
+	for (unsigned int v = 1; v < nvars; v++) {
+		struct locktrace_result lr;
+
+		if (!vars[v].traced)
+			continue;
+		snprintf(var, sizeof(var), "%s/%s", adv, vars[v].name);
+		if (!lt_ok) {
+			bench_report_na(o, "p8", var, "mmap_lock_hold_per_call", lt->why);
+			continue;
+		}
+		if (target_touch(r->sh))
+			break;
+		r->v = &vars[v];
+		if (locktrace_measure(lt, reclaim, r, &lr) == 0 && lr.self.acq_read && r->calls) {
+			bench_report(o, "p8", var, "mmap_lock_acq_per_call",
+				     (double)lr.self.acq_read / (double)r->calls, "");
+			bench_report(o, "p8", var, "mmap_lock_hold_per_acq",
+				     (double)lr.self.held_ns / 1e3 / (double)lr.self.acq_read, "us");
+			bench_report(o, "p8", var, "mmap_lock_held_share_traced",
+				     (double)lr.self.held_ns / (double)lr.call_ns, "");
+		}
+	}
+}
+
+/* 0 advice outside the filter: a touched sentinel VMA outside the range keeps its bits. */
+static void sentinel_check(const struct bench_opts *o, struct run *r)
+{
+	struct shared *sh = r->sh;
+	long ref;
+
+	if (target_touch(sh))
+		return;
+	r->v = &vars[3];
+	reclaim(r);
+	ref = referenced_kb(r->pid, sh->sentinel, sh->sentinel + sh->sentinel_len);
+	bench_report(o, "p8", "cold/defaults", "sentinel_referenced_lost",
+		     (double)((long)(sh->sentinel_len / 1024) - ref), "KiB");
+	bench_report(o, "p8", "cold/defaults", "range_referenced_left",
+		     (double)referenced_kb(r->pid, sh->region, sh->region + sh->len), "KiB");
+}
+
+static int open_target(const struct bench_opts *o, struct run *r, const char *adv)
+{
+	struct shared *sh = r->sh;
+	struct madvx_target_vma v;
+	uint64_t a = sh->region;
+	size_t k = 0;
+	int ret;
+
+	r->pidfd = (int)syscall(SYS_pidfd_open, r->pid, 0);
+	ret = madvx_target_open(r->pid, 0, &r->t);
+	if (ret || r->pidfd < 0) {
+		bench_note(o, "p8: cannot open the target: %s", strerror(-ret));
+		return BENCH_SKIP;
+	}
+	ret = madvx_target_check(r->t, r->advice);
+	if (ret) {
+		bench_note(o, "p8: remote %s not allowed here: %s%s", adv, strerror(-ret),
+			   ret == -EPERM ? " (needs CAP_SYS_NICE: run as root)" : "");
+		return BENCH_SKIP;
+	}
+	r->niov = sh->nvmas;
+	r->iov = calloc(r->niov, sizeof(*r->iov));
+	if (!r->iov)
+		return -1;
+	/* one iovec per VMA, as Android builds them from /proc/PID/maps */
+	while (k < r->niov && !madvx_target_vma_next(r->t, a, MADVX_VMA_ANON, 0, &v) &&
+	       v.start < sh->region + sh->len) {
+		r->iov[k++] = (struct iovec){ (void *)(uintptr_t)v.start, v.end - v.start };
+		a = v.end;
+	}
+	r->niov = k;
+	return 0;
 }
 
 static int run_advice(const struct bench_opts *o, struct locktrace *lt, bool lt_ok,
 		      const struct layout *l, int advice, unsigned int reps)
 {
 	const char *adv = advice == MADV_COLD ? "cold" : "pageout";
+	size_t cap = o->quick ? 1u << 18 : 1u << 21;
 	struct shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
 				 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	struct bench_samples calls[NV], tput[NV], rss_drop[NV], swap_gain[NV], iters[NV];
-	double wall_ms[NV] = { 0 }, idle_p99;
-	struct run r = { .advice = advice };
-	char var[64];
+	struct sample *pool = mmap(NULL, cap * sizeof(*pool), PROT_READ | PROT_WRITE,
+				   MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	static struct bench_samples s[MAXV][NM];
+	double *scratch = malloc(cap * sizeof(double));
+	struct run r = { .advice = advice, .pidfd = -1, .advised = true };
 	int ret = 0;
 
-	if (sh == MAP_FAILED)
+	if (sh == MAP_FAILED || pool == MAP_FAILED || !scratch)
 		return -1;
+	make_variants(o->quick, advice == MADV_PAGEOUT);
 	memset(sh, 0, sizeof(*sh));
+	sh->pool = pool;
+	sh->cap = cap;
+	for (unsigned int v = 0; v < nvars; v++)
+		for (int m = 0; m < NM; m++)
+			if (bench_samples_init(&s[v][m], reps))
+				return -1;
 	r.pid = fork();
 	if (r.pid < 0)
 		return -1;
@@ -401,201 +828,49 @@ static int run_advice(const struct bench_opts *o, struct locktrace *lt, bool lt_
 		goto out;
 	}
 	r.sh = sh;
-	r.pidfd = (int)syscall(SYS_pidfd_open, r.pid, 0);
-	ret = madvx_target_open(r.pid, 0, &r.t);
-	if (ret || r.pidfd < 0) {
-		bench_note(o, "p8: cannot open the target: %s", strerror(-ret));
-		ret = BENCH_SKIP;
+	ret = open_target(o, &r, adv);
+	if (ret)
 		goto out;
-	}
-	ret = madvx_target_check(r.t, advice);
-	if (ret) {
-		bench_note(o, "p8: remote %s not allowed here: %s%s", adv, strerror(-ret),
-			   ret == -EPERM ? " (needs CAP_SYS_NICE: run as root)" : "");
-		ret = BENCH_SKIP;
-		goto out;
-	}
-	r.niov = sh->nvmas;
-	r.iov = calloc(r.niov, sizeof(*r.iov));
-	{	/* one iovec per VMA, as Android builds them from /proc/PID/maps */
-		struct madvx_target_vma v;
-		uint64_t a = sh->region;
-		size_t k = 0;
-
-		while (k < r.niov && !madvx_target_vma_next(r.t, a, MADVX_VMA_ANON, 0, &v) &&
-		       v.start < sh->region + sh->len) {
-			r.iov[k++] = (struct iovec){ (void *)(uintptr_t)v.start, v.end - v.start };
-			a = v.end;
-		}
-		r.niov = k;
-	}
-	bench_note(o, "p8 %s: target pid %d, %zu VMAs, %llu MiB touched, mutator mmap/fault/munmap "
-		   "64 KiB every ~20 us; %u reps", adv, (int)r.pid, r.niov,
-		   (unsigned long long)(sh->len / MIB), reps);
-	for (int v = 0; v < NV; v++) {
-		if (bench_samples_init(&calls[v], 200000) || bench_samples_init(&tput[v], reps) ||
-		    bench_samples_init(&rss_drop[v], reps) || bench_samples_init(&swap_gain[v], reps) ||
-		    bench_samples_init(&iters[v], reps)) {
-			ret = -1;
-			goto out;
-		}
-	}
+	bench_note(o, "p8 %s: target pid %d, %zu VMAs, %llu MiB touched, %d mutators mmap/touch/"
+		   "munmap %lu KiB every ~20 us; %u variants, %u reps interleaved", adv, (int)r.pid,
+		   r.niov, (unsigned long long)(sh->len / MIB), NMUT, MUT_LEN / KIB, nvars, reps);
+	snprintf(target_desc, sizeof(target_desc), "%llu MiB / %zu VMAs",
+		 (unsigned long long)(sh->len / MIB), r.niov);
+	atomic_store(&sh->phase, PH_WARM);	/* the mutators run, as during a reclaim */
+	wakeup_latency(o, adv);
+	atomic_store(&sh->phase, 0);
 	for (unsigned int rep = 0; rep < reps; rep++) {
-		for (unsigned int i = 0; i < NV; i++) {
-			int v = (int)bench_order(rep, i, NV);
-			uint64_t rss0, swap0, t0, t1, it0;
+		for (unsigned int i = 0; i < nvars; i++) {
+			unsigned int v = bench_order(rep, i, nvars);
 
-			if (target_touch(sh)) {
+			ret = one_run(&r, v, rep, s[v], scratch);
+			if (ret) {
+				bench_note(o, "p8 %s/%s failed: %s", adv, vars[v].name, strerror(-ret));
 				ret = -1;
 				goto out;
 			}
-			rss0 = rollup(r.pid, "Rss:");
-			swap0 = rollup(r.pid, "Swap:");
-			r.v = v;
-			r.calls = &calls[v];
-			it0 = atomic_load(&sh->iters[v]);
-			atomic_store(&sh->phase, 1 + v);
-			t0 = bench_now_ns();
-			reclaim(&r);
-			t1 = bench_now_ns();
-			atomic_store(&sh->phase, 0);
-			if (r.err) {
-				bench_note(o, "p8 %s/%s failed: %s", adv, vname[v], strerror((int)-r.err));
-				ret = -1;
-				goto out;
-			}
-			wall_ms[v] += (double)(t1 - t0) / 1e6;
-			bench_samples_add(&iters[v], (double)(atomic_load(&sh->iters[v]) - it0) /
-						     ((double)(t1 - t0) / 1e6));
-			if (v == V_IDLE)
-				continue;
-			bench_samples_add(&tput[v], (double)r.bytes / ((double)(t1 - t0) / 1e9));
-			bench_samples_add(&rss_drop[v], ((double)rss0 - (double)rollup(r.pid, "Rss:")) / MIB);
-			bench_samples_add(&swap_gain[v], ((double)rollup(r.pid, "Swap:") - (double)swap0) / MIB);
 		}
+		if (!o->quick)
+			bench_note(o, "p8 %s: repetition %u of %u done", adv, rep + 1, reps);
 	}
-	idle_p99 = 0;
-	{
-		uint32_t n = atomic_load(&sh->n[V_IDLE]);
-		static double tmp[CAP];
-
-		for (uint32_t i = 0; i < n; i++)
-			tmp[i] = sh->mmap_us[V_IDLE][i];
-		if (n)
-			idle_p99 = bench_percentile(tmp, n, 99);
+	report_all(o, adv, s, res[advice == MADV_PAGEOUT]);
+	res_ok[advice == MADV_PAGEOUT] = true;
+	nvars_of[advice == MADV_PAGEOUT] = nvars;
+	for (unsigned int v = 0; v < nvars; v++) {
+		memcpy(names_of[advice == MADV_PAGEOUT][v], vars[v].name, sizeof(vars[v].name));
+		kinds_of[advice == MADV_PAGEOUT][v] = vars[v].kind == K_LIB && !vars[v].dflt ? 0 : 1;
 	}
-	lat_rows(o, adv, sh, idle_p99);
-	for (int v = 0; v < NV; v++) {
-		snprintf(var, sizeof(var), "%s/%s", adv, vname[v]);
-		bench_report(o, "p8", var, "target_iters_per_ms", bench_median(iters[v].v, iters[v].n),
-			     "iter/ms");
-		if (v == V_IDLE)
-			continue;
-		bench_report(o, "p8", var, "calls_per_reclaim", (double)calls[v].n / reps, "");
-		bench_report(o, "p8", var, "call_p50", bench_percentile(calls[v].v, calls[v].n, 50), "us");
-		bench_report(o, "p8", var, "call_p99", bench_percentile(calls[v].v, calls[v].n, 99), "us");
-		bench_report(o, "p8", var, "call_max", bench_percentile(calls[v].v, calls[v].n, 100), "us");
-		bench_report(o, "p8", var, "throughput", bench_median(tput[v].v, tput[v].n) / MIB, "MiB/s");
-		bench_report(o, "p8", var, "rss_dropped", bench_median(rss_drop[v].v, rss_drop[v].n), "MiB");
-		bench_report(o, "p8", var, "swap_gained", bench_median(swap_gain[v].v, swap_gain[v].n), "MiB");
-	}
-	{
-		double t_a = bench_median(tput[V_RAW1024].v, tput[V_RAW1024].n);
-
-		for (int v = V_LIB2MS; v <= V_LIBPAUSE; v++) {
-			snprintf(var, sizeof(var), "%s/%s", adv, vname[v]);
-			bench_report(o, "p8", var, "throughput_vs_raw_1024",
-				     bench_median(tput[v].v, tput[v].n) / t_a, "x");
-		}
-	}
-	/* 0 advice outside the filter: a touched sentinel VMA outside the range keeps its bits */
-	if (advice == MADV_COLD) {
-		long ref;
-
-		target_touch(sh);
-		r.v = V_LIB100US;
-		r.calls = &calls[V_LIB100US];
-		reclaim(&r);
-		ref = referenced_kb(r.pid, sh->sentinel, sh->sentinel + sh->sentinel_len);
-		bench_report(o, "p8", "cold/libmadvx_100us", "sentinel_referenced_lost",
-			     (double)((long)(sh->sentinel_len / 1024) - ref), "KiB");
-		bench_report(o, "p8", "cold/libmadvx_100us", "range_referenced_left",
-			     (double)referenced_kb(r.pid, sh->region, sh->region + sh->len), "KiB");
-	}
-	/* one traced run per variant: mmap_lock acquisitions and hold per call */
-	for (int v = V_RAW1024; v < NV; v++) {
-		struct locktrace_result res;
-		struct bench_samples scratch;
-
-		snprintf(var, sizeof(var), "%s/%s", adv, vname[v]);
-		if (!lt_ok) {
-			bench_report_na(o, "p8", var, "mmap_lock_hold_per_call", lt->why);
-			continue;
-		}
-		if (bench_samples_init(&scratch, 200000) || target_touch(sh))
-			break;
-		r.v = v;
-		r.calls = &scratch;
-		if (locktrace_measure(lt, reclaim, &r, &res) == 0 && res.self.acq_read) {
-			bench_report(o, "p8", var, "mmap_lock_acq_per_call",
-				     (double)res.self.acq_read / (double)scratch.n, "");
-			bench_report(o, "p8", var, "mmap_lock_hold_per_acq",
-				     (double)res.self.held_ns / 1e3 / (double)res.self.acq_read, "us");
-			bench_report(o, "p8", var, "mmap_lock_held_share",
-				     (double)res.self.held_ns / (double)res.call_ns, "");
-		}
-		bench_samples_free(&scratch);
-	}
-	{
-		uint32_t n = atomic_load(&sh->n[V_LIB2MS]);
-		static double tmp[CAP];
-		double lib99 = 0, raw99 = 0;
-
-		for (uint32_t i = 0; i < n; i++)
-			tmp[i] = sh->mmap_us[V_LIB2MS][i];
-		if (n)
-			lib99 = bench_percentile(tmp, n, 99);
-		n = atomic_load(&sh->n[V_LIB100US]);
-		for (uint32_t i = 0; i < n; i++)
-			tmp[i] = sh->mmap_us[V_LIB100US][i];
-		if (n && idle_p99 > 0) {
-			double l100 = bench_percentile(tmp, n, 99);
-
-			bench_target(o, "p8", "libmadvx_100us target mmap p99 / idle p99",
-				     l100 / idle_p99, 2.0, false);
-		}
-		n = atomic_load(&sh->n[V_LIBPAUSE]);
-		for (uint32_t i = 0; i < n; i++)
-			tmp[i] = sh->mmap_us[V_LIBPAUSE][i];
-		if (n && idle_p99 > 0)
-			bench_target(o, "p8", "libmadvx_100us_pause2ms target mmap p99 / idle p99 "
-				     "(at ~5% lock duty: see its throughput)",
-				     bench_percentile(tmp, n, 99) / idle_p99, 2.0, false);
-		n = atomic_load(&sh->n[V_RAW1024]);
-		for (uint32_t i = 0; i < n; i++)
-			tmp[i] = sh->mmap_us[V_RAW1024][i];
-		if (n)
-			raw99 = bench_percentile(tmp, n, 99);
-		if (idle_p99 > 0) {
-			bench_target(o, "p8", "libmadvx_2ms target mmap p99 / idle p99",
-				     lib99 / idle_p99, 2.0, false);
-			bench_note(o, "p8 %s: raw_1024 mmap p99 / idle p99 = %.3g", adv, raw99 / idle_p99);
-		}
-		bench_target(o, "p8", "libmadvx_100us throughput / raw_1024",
-			     bench_median(tput[V_LIB100US].v, tput[V_LIB100US].n) /
-			     bench_median(tput[V_RAW1024].v, tput[V_RAW1024].n), 0.8, true);
-	}
+	goals(o, advice, res[advice == MADV_PAGEOUT]);
+	if (advice == MADV_COLD)
+		sentinel_check(o, &r);
+	traced_runs(o, lt, lt_ok, &r, adv);
 	if (r.changed || r.failed)
 		bench_note(o, "p8 %s: libmadvx saw %llu changed ranges, %llu refused entries", adv,
 			   (unsigned long long)r.changed, (unsigned long long)r.failed);
-	for (int v = 0; v < NV; v++) {
-		bench_samples_free(&calls[v]);
-		bench_samples_free(&tput[v]);
-		bench_samples_free(&rss_drop[v]);
-		bench_samples_free(&swap_gain[v]);
-		bench_samples_free(&iters[v]);
-	}
 out:
+	for (unsigned int v = 0; v < nvars; v++)
+		for (int m = 0; m < NM; m++)
+			bench_samples_free(&s[v][m]);
 	atomic_store(&sh->phase, -1);
 	if (r.pid > 0) {
 		kill(r.pid, SIGKILL);
@@ -605,8 +880,73 @@ out:
 	if (r.pidfd >= 0)
 		close(r.pidfd);
 	free(r.iov);
+	free(scratch);
+	munmap(pool, cap * sizeof(*pool));
 	munmap(sh, sizeof(*sh));
 	return ret;
+}
+
+/* ---- plot: p99 / idle against CPU per GiB, both advices; never fails the run ---- */
+
+static void plot(const struct bench_opts *o)
+{
+	char dat[2][32] = { "/tmp/madvx-bench-p8-XXXXXX", "/tmp/madvx-bench-p8-XXXXXX" };
+	FILE *g;
+
+	if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
+		bench_note(o, "--plot: gnuplot not found (apt-get install gnuplot-nox); no plot written");
+		return;
+	}
+	/* one file per advice: gnuplot does not count an empty leading data block */
+	for (int a = 0; a < 2; a++) {
+		int fd = mkstemp(dat[a]);
+		FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+
+		if (!f) {
+			bench_note(o, "--plot: cannot write a temp file; no plot written");
+			if (fd >= 0)
+				close(fd);
+			if (a)
+				unlink(dat[0]);
+			return;
+		}
+		for (unsigned int v = 1; res_ok[a] && v < nvars_of[a]; v++)
+			fprintf(f, "%g %g %s %d\n", res[a][v].m[M_CPU], res[a][v].p99x,
+				names_of[a][v], kinds_of[a][v]);
+		fclose(f);
+	}
+	g = popen("gnuplot", "w");
+	if (!g) {
+		bench_note(o, "--plot: cannot run gnuplot");
+		goto out;
+	}
+	fprintf(g, "set terminal png size 1200,560 noenhanced\nset output '%s'\n"
+		"set multiplot layout 1,2 title 'p8: remote reclaim of %s, "
+		"target mmap p99 / idle against the reclaimer CPU per GiB (medians)'\n"
+		"set xlabel 'reclaimer CPU ms per GiB'\n"
+		"set ylabel 'target mmap p99 / idle p99'\nset grid\nset key top right\n", o->plot,
+		target_desc);
+	for (int a = 0; a < 2; a++) {
+		if (!res_ok[a]) {
+			fprintf(g, "set title '%s: not run'\nunset logscale\n"
+				"plot [0:1][0:1] 2 notitle\n", a ? "PAGEOUT" : "COLD");
+			continue;
+		}
+		fprintf(g, "set title '%s'\nset logscale xy\n"
+			"plot '%s' using 1:($4==0?$2:1/0) with points pt 7 title 'madvx_reclaim "
+			"L<bound us>_P<gap us>', '' using 1:($4==1?$2:1/0) with points pt 5 "
+			"ps 1.5 title 'anchors, defaults, adaptive', '' using 1:2:3 with labels "
+			"offset 0.6,0.6 left font ',8' notitle, %g title 'goal' dt 2\n",
+			a ? "PAGEOUT" : "COLD", dat[a], a ? 3.0 : 2.0);
+	}
+	fprintf(g, "unset multiplot\n");
+	if (pclose(g) == 0)
+		bench_note(o, "plot written to %s", o->plot);
+	else
+		bench_note(o, "--plot: gnuplot failed; no plot written");
+out:
+	unlink(dat[0]);
+	unlink(dat[1]);
 }
 
 /* ---- scale: enumeration and planning per VMA ---- */
@@ -719,21 +1059,30 @@ out:
 
 int bench_p8(const struct bench_opts *o)
 {
-	struct layout l = { .small = 2048, .big = 32, .small_len = 128 * KIB, .big_len = 8 * MIB };
-	unsigned int reps = bench_reps(o, 3, 1);
+	/*
+	 * 2080 VMAs as in issue 23, but 128 MiB, not 512: each run re-reads every
+	 * page, and on this VM re-setting the accessed bits COLD cleared costs
+	 * ~9 us per page (1.2 s of CPU per 512 MiB): 130 runs per advice would
+	 * not fit a session on a shared machine.
+	 */
+	struct layout l = { .small = 2048, .big = 32, .small_len = 32 * KIB, .big_len = 2 * MIB };
+	unsigned int reps = bench_reps(o, 5, 1);
+	const char *only = getenv("MADVX_BENCH_P8_ADVICE");
 	struct tempswap sw = { 0 };
 	struct locktrace lt;
 	bool lt_ok;
 	char why[256];
-	int ret;
+	int ret = 0;
 
 	if (o->quick)
-		l = (struct layout){ .small = 256, .big = 4, .small_len = 128 * KIB, .big_len = 8 * MIB };
+		l = (struct layout){ .small = 256, .big = 4, .small_len = 32 * KIB, .big_len = 2 * MIB };
+	res_ok[0] = res_ok[1] = false;
 	/* before any big mapping: locktrace forks a helper */
 	lt_ok = locktrace_open(&lt) == 0;
-	/* COLD is fast (a few ms for 512 MiB): more repetitions for enough target samples */
-	ret = run_advice(o, &lt, lt_ok, &l, MADV_COLD, o->reps ? reps : (o->quick ? 1 : 20));
-	if (ret == 0) {
+	/* MADVX_BENCH_P8_ADVICE=cold|pageout: one half only (to split a long run) */
+	if (!only || !strcmp(only, "cold"))
+		ret = run_advice(o, &lt, lt_ok, &l, MADV_COLD, reps);
+	if (ret == 0 && (!only || !strcmp(only, "pageout"))) {
 		uint64_t need = l.small * l.small_len + l.big * l.big_len + 64 * MIB;
 
 		if (tempswap_free() < need && geteuid() == 0 && !o->quick &&
@@ -757,6 +1106,8 @@ int bench_p8(const struct bench_opts *o)
 		tempswap_off(&sw);
 	}
 	locktrace_close(&lt);
+	if (ret == 0 && o->plot)
+		plot(o);
 	if (ret == 0)
 		ret = scale(o, o->quick ? 10000 : 100000, o->quick ? 1 : 5);
 	return ret;

@@ -18,4 +18,4 @@ BENCH_SCENARIO(p5, "fill 256 MiB of uffd-registered memory: COPY/MOVE per 4 KiB,
 BENCH_SCENARIO(p5_fault, "userfaultfd fault round trip (fault -> handler -> COPY) p50/p99, 1 and 2 mutators")
 BENCH_SCENARIO(p6, "first use in a fresh process (create + add + flush of one hint) vs a steady flush and madvise()")
 BENCH_SCENARIO(p7, "library cost per hint (add + plan), no kernel work")
-BENCH_SCENARIO(p8, "reclaim another process: 2080 VMAs, 512 MiB, a mutator thread; raw vectors vs madvx_reclaim")
+BENCH_SCENARIO(p8, "reclaim another process: 2080 VMAs, 128 MiB, 2 mutator threads; raw vectors vs a madvx_reclaim bound x gap sweep")

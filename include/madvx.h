@@ -1263,6 +1263,11 @@ typedef int (*madvx_reclaim_progress_fn)(void *ctx, const struct madvx_reclaim_r
 
 #define MADVX_RECLAIM_DRYRUN	(1U << 0)	/* plan and report, advise nothing */
 #define MADVX_RECLAIM_NO_ROLLUP	(1U << 1)	/* skip smaps_rollup (it walks every page table) */
+#define MADVX_RECLAIM_NO_PAUSE	(1U << 2)	/* back-to-back calls: no gap for the target's writers */
+
+/* What max_lock_us and pause_us 0 mean (measured: BENCHMARKS.md, p8). */
+#define MADVX_RECLAIM_DEFAULT_MAX_LOCK_US	300
+#define MADVX_RECLAIM_DEFAULT_PAUSE_US		100
 
 struct madvx_reclaim_opts {
 	size_t size;			/* sizeof(struct madvx_reclaim_opts) */
@@ -1272,8 +1277,8 @@ struct madvx_reclaim_opts {
 	uint64_t exclude;		/* and none of these; LOCKED, HUGETLB, SPECIAL always */
 	uint64_t start, end;		/* only [start, end); end 0 = the whole address space */
 	uint64_t budget;		/* stop after advising this many bytes; 0 = no limit */
-	uint32_t max_lock_us;		/* bound on one call (mmap_lock hold); 0 = 2000 */
-	uint32_t pause_us;		/* sleep between calls; 0 = none */
+	uint32_t max_lock_us;		/* bound on one call (mmap_lock hold); 0 = default */
+	uint32_t pause_us;		/* gap after each call; 0 = default; none: NO_PAUSE */
 	uint32_t max_entries;		/* iovec entries per call, <= 1024; 0 = 1024 */
 	uint32_t __pad;
 	madvx_reclaim_progress_fn progress;	/* optional */
@@ -1288,6 +1293,10 @@ struct madvx_reclaim_opts {
  *  - each call's bytes come from the rate (bytes per ns) measured on the
  *    calls so far, adapted after every call (a call that overran the bound
  *    cuts the rate at once); large VMAs are advised in pieces;
+ *  - after each call it sleeps opts->pause_us (default 100 us), so that a
+ *    writer of the target woken by the call's end takes the lock before the
+ *    next call could steal it (rwsem reader lock stealing lasts until the
+ *    writer's 4-8 ms handoff timeout); MADVX_RECLAIM_NO_PAUSE: no gap;
  *  - before each call the pidfd is checked alive and every entry is looked
  *    up again: a range unmapped or replaced by a mapping that no longer
  *    passes the filter is skipped (vmas_changed), so advice never reaches

@@ -14,7 +14,37 @@
 #include "target.h"
 
 #define RECLAIM_ALWAYS_EXCLUDE (MADVX_VMA_LOCKED | MADVX_VMA_HUGETLB | MADVX_VMA_SPECIAL)
-#define DEFAULT_MAX_LOCK_US 2000
+/*
+ * The defaults: calls bounded to DEFAULT_MAX_LOCK_US, and a gap of
+ * DEFAULT_PAUSE_US after each. Why a gap (Linux 6.18, kernel/locking/rwsem.c):
+ * a remote process_madvise() holds the target's mmap_lock for reading for
+ * the whole call. A writer of the target (mmap, munmap, mprotect, brk,
+ * mremap) that arrives meanwhile queues and is woken by our up_read(); but
+ * if our next call's down_read() comes before the woken writer has run, it
+ * sees no WRITER_LOCKED and no HANDOFF bit and takes the lock anyway
+ * (rwsem_down_read_slowpath(): "Reader optimistic lock stealing"). Only
+ * when the writer has waited RWSEM_WAIT_TIMEOUT = DIV_ROUND_UP(HZ, 250)
+ * jiffies - 1 jiffy = 4 ms at HZ=250, 4 jiffies = 4 ms at HZ=1000; as
+ * time_after(jiffies, enqueue + timeout) it is 4-8 ms at HZ=250 (this
+ * host), 4-5 ms at HZ=1000 - does rwsem_try_write_lock() set HANDOFF and
+ * stop the stealing. So with back-to-back calls every mmap and every munmap
+ * of the target waits a handoff timeout plus a call. A gap longer than the
+ * woken writer's wake-up latency lets it in first: measured here (6.18,
+ * 2 vCPUs at load 20, madvx-bench p8), a thread blocked in read() runs
+ * 21-30 us (p50) after its wake-up, so 100 us is 3-5x that. The bound:
+ * 300 us, from p8's sweep of bound x gap (BENCHMARKS.md) - with a gap,
+ * 100-300 us bounds kept the target's mmap p99 at 39-216x idle (COLD;
+ * PAGEOUT at 300 us: 8-73x) against 80-1000x for 1-2 ms (each mmap that
+ * does wait, waits a whole call), and 100 us cost 6-8x the Android way's
+ * CPU per GiB against 4-5x at 300 us; without a gap 812-2916x (at load
+ * 20, where a woken thread's p99 wake-up alone is 8-22 ms). test_reclaim's
+ * writer test at the same load: mmap p99 0.1-3.5 ms with these defaults,
+ * 30-108 ms back to back. The adaptive alternative (pause while /proc/PID/task/TID/syscall
+ * shows a writer) lost: the woken writer is runnable, and the kernel
+ * reports a runnable thread as "running".
+ */
+#define DEFAULT_MAX_LOCK_US MADVX_RECLAIM_DEFAULT_MAX_LOCK_US
+#define DEFAULT_PAUSE_US MADVX_RECLAIM_DEFAULT_PAUSE_US
 #define FIRST_CALL_BYTES (256 * 1024)
 /*
  * The kernel's MAX_RW_COUNT: import_iovec() silently truncates a vector to
@@ -90,7 +120,10 @@ static int take_opts(struct reclaim *c, const struct madvx_reclaim_opts *o)
 		c->o.advice = MADV_COLD;
 	if (c->o.advice != MADV_COLD && c->o.advice != MADV_PAGEOUT)
 		return -EINVAL;
-	if (c->o.flags & ~(MADVX_RECLAIM_DRYRUN | MADVX_RECLAIM_NO_ROLLUP))
+	if (c->o.flags & ~(MADVX_RECLAIM_DRYRUN | MADVX_RECLAIM_NO_ROLLUP |
+			     MADVX_RECLAIM_NO_PAUSE))
+		return -EINVAL;
+	if ((c->o.flags & MADVX_RECLAIM_NO_PAUSE) && c->o.pause_us)
 		return -EINVAL;
 	if (c->o.max_entries > MAX_IOV || (c->o.end && c->o.end <= c->o.start))
 		return -EINVAL;
@@ -98,6 +131,8 @@ static int take_opts(struct reclaim *c, const struct madvx_reclaim_opts *o)
 		c->o.max_entries = MAX_IOV;
 	if (!c->o.max_lock_us)
 		c->o.max_lock_us = DEFAULT_MAX_LOCK_US;
+	if (!c->o.pause_us && !(c->o.flags & MADVX_RECLAIM_NO_PAUSE))
+		c->o.pause_us = DEFAULT_PAUSE_US;
 	c->include = c->o.include ? c->o.include : MADVX_VMA_ANON | MADVX_VMA_FILE;
 	c->exclude = c->o.exclude | RECLAIM_ALWAYS_EXCLUDE;
 	c->end = c->o.end ? c->o.end : UINT64_MAX;
