@@ -61,7 +61,6 @@ MADVX_API const char *madvx_version(void);
  *    caller and writable by nobody else;
  *  - or assumed: listed in MADVX_ASSUME (comma-separated names, like
  *    MADVX_DISABLE; other names are ignored), which wins over the cache.
- * Debug counters (madvise_vma_lock_*) are never used to decide them.
  */
 #define MADVX_PROBE_CACHE_PATH "/run/madvx/probe-cache"
 
@@ -103,10 +102,10 @@ enum madvx_feature {
 	/* UFFDIO_CONTINUE for shmem (UFFD_FEATURE_MINOR_SHMEM, 5.14). */
 	MADVX_FEAT_UFFD_MINOR_SHMEM,
 	/*
-	 * madvise_vma_lock_success/_fallback counters in /proc/vmstat (the
-	 * kernel/patches series with CONFIG_PER_VMA_LOCK_STATS, a kernel
-	 * debugging aid). Reported for tests and diagnostics only: the library
-	 * plans nothing from them.
+	 * Retired, always 0 (its name is "retired_madvise_stats"). It reported
+	 * /proc/vmstat counters that a draft of the kernel/patches series added
+	 * and v3 dropped (new vmstat names are kernel ABI). The value stays
+	 * reserved so that the features after it keep theirs.
 	 */
 	MADVX_FEAT_MADVISE_VMA_STATS,
 	/*

@@ -51,7 +51,8 @@ static const char *const feature_names[MADVX_FEAT__COUNT] = {
 	[MADVX_FEAT_UFFD_WP] = "uffd_wp",
 	[MADVX_FEAT_UFFD_WP_ASYNC] = "uffd_wp_async",
 	[MADVX_FEAT_UFFD_MINOR_SHMEM] = "uffd_minor_shmem",
-	[MADVX_FEAT_MADVISE_VMA_STATS] = "madvise_vma_stats",
+	/* Retired (always 0): the kernel counters it read were never merged. */
+	[MADVX_FEAT_MADVISE_VMA_STATS] = "retired_madvise_stats",
 	[MADVX_FEAT_PER_VMA_COLD_PAGEOUT] = "per_vma_cold_pageout",
 	[MADVX_FEAT_PER_VMA_UFFD] = "per_vma_uffd",
 };
@@ -471,9 +472,6 @@ static void probe_stats_group(struct madvx_probe_state *st)
 {
 	if (wanted(st, MADVX_FEAT_VMA_LOCK_STATS))
 		set_feature(st, MADVX_FEAT_VMA_LOCK_STATS, vmstat_has("vma_lock_success"));
-	if (wanted(st, MADVX_FEAT_MADVISE_VMA_STATS))
-		set_feature(st, MADVX_FEAT_MADVISE_VMA_STATS,
-			    vmstat_has("madvise_vma_lock_success"));
 }
 
 static void probe_info_group(struct madvx_probe_state *st)
@@ -558,7 +556,6 @@ int __madvx_feature_group(enum madvx_feature feat)
 	case MADVX_FEAT_PROCMAP_QUERY:
 		return MADVX_PG_PROCMAP;
 	case MADVX_FEAT_VMA_LOCK_STATS:
-	case MADVX_FEAT_MADVISE_VMA_STATS:
 		return MADVX_PG_STATS;
 	case MADVX_FEAT_IO_URING_BUILT:
 	case MADVX_FEAT_IO_URING:

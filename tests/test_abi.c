@@ -73,6 +73,39 @@ static void check_struct(const char *name, size_t size, size_t want_size,
 	nadv++;									\
 } while (0)
 
+/* enum madvx_feature: values are ABI (docs/ABI.md), retired ones included. */
+#define FEAT(name, val) do {							\
+	if (MADVX_FEAT_##name != (val)) {					\
+		printf("FAIL: MADVX_FEAT_" #name " = %d, pinned %d\n",		\
+		       MADVX_FEAT_##name, (val));				\
+		failed = 1;							\
+	}									\
+} while (0)
+
+static void check_features(void)
+{
+	FEAT(PROCESS_MADVISE, 0); FEAT(PIDFD_SELF, 1); FEAT(PIDFD_OPEN, 2);
+	FEAT(PROCMAP_QUERY, 3); FEAT(PER_VMA_MADVISE, 4); FEAT(VMA_LOCK_STATS, 5);
+	FEAT(IO_URING_BUILT, 6); FEAT(IO_URING, 7); FEAT(IO_URING_MADVISE, 8);
+	FEAT(IO_URING_MADVISE64, 9); FEAT(UFFD, 10); FEAT(UFFD_USER_MODE_ONLY, 11);
+	FEAT(UFFD_DEV, 12); FEAT(UFFD_MOVE, 13); FEAT(UFFD_POISON, 14); FEAT(UFFD_WP, 15);
+	FEAT(UFFD_WP_ASYNC, 16); FEAT(UFFD_MINOR_SHMEM, 17); FEAT(MADVISE_VMA_STATS, 18);
+	FEAT(PER_VMA_COLD_PAGEOUT, 19); FEAT(PER_VMA_UFFD, 20);
+	if (MADVX_FEAT__COUNT != 21) {
+		printf("FAIL: MADVX_FEAT__COUNT = %d: a new feature needs its pin here\n",
+		       MADVX_FEAT__COUNT);
+		failed = 1;
+	}
+	/* Retired: the value stays reserved, answers 0 and keeps a name. */
+	if (madvx_feature_supported(MADVX_FEAT_MADVISE_VMA_STATS) != 0 ||
+	    !madvx_feature_name(MADVX_FEAT_MADVISE_VMA_STATS)) {
+		printf("FAIL: the retired MADVX_FEAT_MADVISE_VMA_STATS answers %d, name %s\n",
+		       madvx_feature_supported(MADVX_FEAT_MADVISE_VMA_STATS),
+		       madvx_feature_name(MADVX_FEAT_MADVISE_VMA_STATS) ? "set" : "NULL");
+		failed = 1;
+	}
+}
+
 int main(void)
 {
 	int nadv = 0;
@@ -231,6 +264,7 @@ int main(void)
 	ADV(WIPEONFORK); ADV(KEEPONFORK); ADV(COLD); ADV(PAGEOUT); ADV(POPULATE_READ);
 	ADV(POPULATE_WRITE); ADV(DONTNEED_LOCKED); ADV(COLLAPSE); ADV(GUARD_INSTALL);
 	ADV(GUARD_REMOVE);
+	check_features();
 	/* Every advice the library knows has its constant. */
 	if (madvx_advice_list(NULL, 0) != nadv) {
 		printf("FAIL: the library knows %d advices, <madvx.h> names %d\n",
@@ -238,7 +272,7 @@ int main(void)
 		failed = 1;
 	}
 	if (!failed)
-		printf("ABI: every pinned size and offset holds, no implicit padding, %d MADVX_ADV_*\n",
-		       nadv);
+		printf("ABI: every pinned size and offset holds, no implicit padding, %d MADVX_ADV_*, "
+		       "%d MADVX_FEAT_*\n", nadv, MADVX_FEAT__COUNT);
 	return failed;
 }

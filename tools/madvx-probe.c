@@ -88,6 +88,8 @@ static const char *source(const struct madvx_kernel_info *ki, int f)
 		return "not measured (madvx-probe --measure as root, or MADVX_ASSUME)";
 	if (f == MADVX_FEAT_IO_URING_BUILT)
 		return "build";
+	if (f == MADVX_FEAT_MADVISE_VMA_STATS)
+		return "retired (always no)";
 	if (f == MADVX_FEAT_PER_VMA_MADVISE)
 		return "kernel version, SMP and arch (uname)";
 	return "probe";

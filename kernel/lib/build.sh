@@ -24,7 +24,8 @@ series_files()
 {
 	local p
 	for p in "$PATCH_DIR"/[0-9][0-9][0-9][0-9]-*.patch; do
-		[[ -f $p ]] && echo "$p"
+		# The cover letter (git format-patch --cover-letter) has no diff.
+		[[ -f $p && ${p##*/} != 0000-cover-letter.patch ]] && echo "$p"
 	done
 	return 0
 }

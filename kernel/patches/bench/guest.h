@@ -20,7 +20,7 @@ static void die(const char *what)
 }
 
 /* v[i] = the /proc/vmstat value of keys[i], or -1 where the kernel has none. */
-static void vmstat_read_keys(const char *const *keys, size_t n, long long *v)
+static inline void vmstat_read_keys(const char *const *keys, size_t n, long long *v)
 {
 	char line[256], key[128];
 	long long val;

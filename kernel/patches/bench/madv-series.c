@@ -30,8 +30,10 @@
  * thread (from the mmap_lock tracepoints in a tracefs instance filtered to
  * that thread; not while it re-touches its pages between calls, whose
  * faults take mmap_lock on a kernel without per-VMA locks), writer
- * iterations, and the deltas of the per-VMA lock
- * counters in /proc/vmstat (those a kernel does not have are printed as -1).
+ * iterations, and the deltas of the page-fault per-VMA lock counters
+ * (CONFIG_PER_VMA_LOCK_STATS) and of pswpout in /proc/vmstat (those a kernel
+ * does not have are printed as -1).  Which lock an madvise took is read
+ * from the tracepoints only: no kernel counts it.
  * Build: gcc -O2 -static -pthread -o madv-series madv-series.c
  */
 #define _GNU_SOURCE
@@ -74,7 +76,6 @@
 #define NVEC 1024
 
 static const char *const vmstat_keys[] = {
-	"madvise_vma_lock_success", "madvise_vma_lock_fallback",
 	"vma_lock_success", "vma_lock_retry", "vma_lock_miss",
 	"pswpout",
 };

@@ -54,7 +54,7 @@
 #define VMA_PG	16
 
 static const char *const vmstat_keys[] = {
-	"madvise_vma_lock_success", "madvise_vma_lock_fallback", "pswpout",
+	"pswpout",
 };
 #define NKEYS (sizeof(vmstat_keys) / sizeof(vmstat_keys[0]))
 

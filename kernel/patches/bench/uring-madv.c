@@ -20,8 +20,7 @@
  * per released page (user + system, io-wq workers included: they are
  * threads of this process) and of the submitting thread's alone, and from
  * one extra traced round: io-wq punts (io_uring_queue_async_work events),
- * mmap_lock acquisitions of the whole process, context switches and the
- * madvise per-VMA lock counters.  Under QEMU TCG the CPU times are
+ * mmap_lock acquisitions of the whole process and context switches.  Under QEMU TCG the CPU times are
  * emulated ones: compare methods and kernels of one run, claim no timings.
  *
  * Build: gcc -O2 -static -pthread -o uring-madv uring-madv.c -luring
@@ -61,14 +60,8 @@ static const char *const method_name[NMETHODS] = {
 	"loop", "pmadv", "uring", "uring_async",
 };
 
-static const char *const vmstat_keys[] = {
-	"madvise_vma_lock_success", "madvise_vma_lock_fallback",
-};
-#define NKEYS (sizeof(vmstat_keys) / sizeof(vmstat_keys[0]))
-
 struct events {
 	long iowq_punts, mmap_lock, csw;
-	long long vmstat[NKEYS];
 };
 
 static char *region;
@@ -200,7 +193,6 @@ static long count_lines(const char *what)
 /* One release by @m with io_uring and mmap_lock events traced (not timed). */
 static void trace_round(enum method m, struct events *ev)
 {
-	long long v0[NKEYS];
 	long c0;
 
 	rmdir(TRACE);
@@ -210,15 +202,11 @@ static void trace_round(enum method m, struct events *ev)
 	trace_put(TRACE, "events/io_uring/io_uring_queue_async_work/enable", "1");
 	trace_put(TRACE, "events/mmap_lock/mmap_lock_acquire_returned/enable", "1");
 	touch_all();
-	vmstat_read_keys(vmstat_keys, NKEYS, v0);
 	c0 = ctx_switches();
 	trace_put(TRACE, "tracing_on", "1");
 	release(m);
 	trace_put(TRACE, "tracing_on", "0");
 	ev->csw = ctx_switches() - c0;
-	vmstat_read_keys(vmstat_keys, NKEYS, ev->vmstat);
-	for (size_t i = 0; i < NKEYS; i++)
-		ev->vmstat[i] = v0[i] < 0 ? -1 : ev->vmstat[i] - v0[i];
 	ev->iowq_punts = count_lines("io_uring_queue_async_work");
 	ev->mmap_lock = count_lines("mmap_lock_acquire_returned");
 	trace_put(TRACE, "events/enable", "0");
@@ -278,19 +266,18 @@ int main(int argc, char **argv)
 
 	printf("# %d rounds of %zu one-page MADV_DONTNEED ranges; CPU ns per page, medians\n",
 	       rounds, npages);
-	printf("%-12s %10s %10s %10s %10s %10s %12s %12s\n", "method", "cpu/page",
-	       "caller/pg", "iowq_punts", "mmap_lock", "ctx_sw", "vma_success", "vma_fallback");
+	printf("%-12s %10s %10s %10s %10s %10s\n", "method", "cpu/page",
+	       "caller/pg", "iowq_punts", "mmap_lock", "ctx_sw");
 	for (int m = 0; m < NMETHODS; m++) {
 		double pm = median(proc_ns[m], rounds), tm = median(thread_ns[m], rounds);
 
-		printf("%-12s %10.0f %10.0f %10ld %10ld %10ld %12lld %12lld\n",
+		printf("%-12s %10.0f %10.0f %10ld %10ld %10ld\n",
 		       method_name[m], pm, tm, ev[m].iowq_punts, ev[m].mmap_lock,
-		       ev[m].csw, ev[m].vmstat[0], ev[m].vmstat[1]);
+		       ev[m].csw);
 		printf("row method=%s cpu_ns_per_page=%.0f caller_ns_per_page=%.0f "
-		       "iowq_punts=%ld mmap_lock=%ld ctx_switches=%ld "
-		       "madvise_vma_lock_success=%lld madvise_vma_lock_fallback=%lld\n",
+		       "iowq_punts=%ld mmap_lock=%ld ctx_switches=%ld\n",
 		       method_name[m], pm, tm, ev[m].iowq_punts, ev[m].mmap_lock,
-		       ev[m].csw, ev[m].vmstat[0], ev[m].vmstat[1]);
+		       ev[m].csw);
 	}
 	io_uring_queue_exit(&ring);
 	return 0;
