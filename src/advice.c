@@ -8,7 +8,7 @@
 #include <sys/mman.h>
 
 #include "advtab.h"
-#include "internal.h"
+#include "probe.h"
 
 MADVX_API const char *madvx_advice_name(int advice)
 {

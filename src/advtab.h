@@ -6,7 +6,7 @@
 #ifndef MADVX_ADVTAB_H
 #define MADVX_ADVTAB_H
 
-#include "internal.h"
+#include "util.h"
 
 /*
  * The advices the library knows, with the lock madvise() takes for each in
@@ -22,5 +22,20 @@ struct advice_desc {
 
 MADVX_HIDDEN extern const struct advice_desc __madvx_advices[];
 MADVX_HIDDEN extern const size_t __madvx_nadvices;
+
+/* advice value -> 1 + index in the library's advice table (0: unknown). */
+#define MADVX_ADVICE_MAX 103		/* MADV_GUARD_REMOVE */
+MADVX_HIDDEN extern const int8_t __madvx_advice_index_of[MADVX_ADVICE_MAX + 1];
+
+/* The advice at @index of the library's table (inverse of madvx_advice_index()). */
+MADVX_HIDDEN int __madvx_advice_at(int index);
+
+/* Index of @advice in the library's table, or -1 if unknown: O(1), on every add. */
+static inline int madvx_advice_index(int advice)
+{
+	if ((unsigned int)advice > MADVX_ADVICE_MAX)
+		return -1;
+	return __madvx_advice_index_of[advice] - 1;
+}
 
 #endif /* MADVX_ADVTAB_H */

@@ -24,7 +24,7 @@
 
 #include "async.h"
 #include "batch.h"
-#include "probe-backends.h"
+#include "probe.h"
 
 #define DEFAULT_TICKETS 64
 #define MAX_TICKETS 65536

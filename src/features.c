@@ -9,8 +9,10 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "internal.h"
-#include "probe-backends.h"
+#include "advtab.h"
+#include "iouring.h"
+#include "probe.h"
+#include "uffd.h"
 
 static void probe_for(enum madvx_feature feat)
 {

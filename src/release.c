@@ -8,7 +8,8 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "internal.h"
+#include "proc.h"
+#include "sys.h"
 
 #define RELEASE_CAPACITY 1024
 #define RELEASE_FLUSH_BYTES (1ULL << 20)

@@ -15,7 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "sys.h"
 
 static long ret_or_errno(long ret, int saved_errno)
 {
@@ -150,7 +150,7 @@ long __madvx_sys_pread(int fd, void *buf, size_t len, uint64_t off)
 
 /*
  * Read up to @size - 1 bytes of a small /proc or /sys file into @buf with
- * open/read, not stdio (see internal.h).
+ * open/read, not stdio (see sys.h).
  */
 ssize_t __madvx_read_small_file(const char *path, char *buf, size_t size)
 {

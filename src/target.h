@@ -29,7 +29,10 @@
 #ifndef MADVX_TARGET_H
 #define MADVX_TARGET_H
 
-#include "internal.h"
+#include "advtab.h"
+#include "probe.h"
+#include "proc.h"
+#include "sys.h"
 
 struct madvx_target_range {
 	uint64_t start, end;

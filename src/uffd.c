@@ -17,8 +17,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
-#include "probe-backends.h"
+#include "probe.h"
+#include "proc.h"
+#include "sys.h"
+#include "uffd.h"
 #include "vma.h"
 
 #define FEAT(f) (1ULL << (f))

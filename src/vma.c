@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "probe.h"
+#include "sys.h"
 #include "vma.h"
 
 /* ---- caller-registered regions ---- */

@@ -27,7 +27,7 @@
 #ifndef MADVX_VMA_H
 #define MADVX_VMA_H
 
-#include "internal.h"
+#include "proc.h"
 
 struct madvx_vma {
 	uint64_t start;

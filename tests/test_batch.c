@@ -23,7 +23,8 @@
 #include <sys/uio.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "advtab.h"
+#include "probe.h"
 
 #define NPAGES 48
 #define MAX_HINTS 48

@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "util.h"
 
 static size_t pg;
 
