@@ -70,6 +70,15 @@ int __madvx_sys_open(const char *path, int flags)
 	return (int)ret_or_errno(open(path, flags), e);
 }
 
+/* close() can fail with EINTR after closing: nothing to answer. */
+void __madvx_sys_close(int fd)
+{
+	int e = errno;
+
+	close(fd);
+	errno = e;
+}
+
 long __madvx_sys_read(int fd, void *buf, size_t len)
 {
 	int e = errno;
