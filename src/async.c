@@ -169,16 +169,6 @@ static int start_worker(struct madvx_async *a)
 
 /* ---- create / free ---- */
 
-static bool opts_tail_zero(const struct madvx_async_opts *o)
-{
-	const char *p = (const char *)o;
-
-	for (size_t i = sizeof(*o); i < o->size; i++)
-		if (p[i])
-			return false;
-	return true;
-}
-
 static void close_keep_errno(int fd)
 {
 	int e = errno;
@@ -217,11 +207,10 @@ MADVX_API int madvx_async_create(const struct madvx_async_opts *opts,
 	if (!out)
 		return -EINVAL;
 	if (opts) {
-		if (opts->size < offsetof(struct madvx_async_opts, max_tickets))
-			return -EINVAL;
-		if (opts->size > sizeof(o) && !opts_tail_zero(opts))
-			return -E2BIG;
-		memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
+		ret = madvx_opts_in(&o, sizeof(o), opts,
+				    offsetof(struct madvx_async_opts, max_tickets));
+		if (ret)
+			return ret;
 	}
 	if (o.__reserved0)	/* named padding: a future field, zero today */
 		return -E2BIG;

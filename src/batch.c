@@ -67,16 +67,6 @@ static void carve_storage(struct madvx_batch *b, char *base)
 	b->radix_count = (uint32_t *)p;
 }
 
-static bool opts_tail_zero(const struct madvx_batch_opts *o)
-{
-	const char *p = (const char *)o;
-
-	for (size_t i = sizeof(*o); i < o->size; i++)
-		if (p[i])
-			return false;
-	return true;
-}
-
 MADVX_API int madvx_batch_create(const struct madvx_batch_opts *opts,
 				 struct madvx_batch **out)
 {
@@ -88,11 +78,11 @@ MADVX_API int madvx_batch_create(const struct madvx_batch_opts *opts,
 	if (!out)
 		return -EINVAL;
 	if (opts) {
-		if (opts->size < offsetof(struct madvx_batch_opts, storage))
-			return -EINVAL;
-		if (opts->size > sizeof(o) && !opts_tail_zero(opts))
-			return -E2BIG;
-		memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
+		int ret = madvx_opts_in(&o, sizeof(o), opts,
+					offsetof(struct madvx_batch_opts, storage));
+
+		if (ret)
+			return ret;
 	}
 	if (!o.capacity)
 		o.capacity = DEFAULT_CAPACITY;

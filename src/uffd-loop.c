@@ -228,21 +228,25 @@ MADVX_API int madvx_uffd_handle(struct madvx_uffd *u, const struct madvx_uffd_ha
 				int timeout_ms)
 {
 	struct madvx_uffd_event ev[READ_CHUNK];
+	struct madvx_uffd_handler hd = { .size = sizeof(hd) };
 	size_t batch;
 	int n, first = 0;
 
-	if (!u || !h || h->size < offsetof(struct madvx_uffd_handler, arg) || !h->fault)
+	if (!u || !h)
 		return -EINVAL;
-	if (h->size >= offsetof(struct madvx_uffd_handler, __reserved0) + sizeof(h->__reserved0) &&
-	    h->__reserved0)
+	n = madvx_opts_in(&hd, sizeof(hd), h, offsetof(struct madvx_uffd_handler, arg));
+	if (n)
+		return n;
+	if (!hd.fault)
+		return -EINVAL;
+	if (hd.__reserved0)
 		return -E2BIG;
-	batch = h->size >= offsetof(struct madvx_uffd_handler, batch) + sizeof(h->batch) &&
-		h->batch ? h->batch : READ_CHUNK;
+	batch = hd.batch ? hd.batch : READ_CHUNK;
 	if (batch > READ_CHUNK)
 		batch = READ_CHUNK;
 	n = madvx_uffd_read_events(u, ev, batch, timeout_ms);
 	for (int i = 0; i < n; i++) {
-		int ret = dispatch(u, h, &ev[i]);
+		int ret = dispatch(u, &hd, &ev[i]);
 
 		if (ret < 0 && !first)
 			first = ret;

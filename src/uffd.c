@@ -185,19 +185,16 @@ static int open_fd(unsigned int flags, bool *umo)
 	return fd;
 }
 
-/* Options structs grow at the end: a larger caller struct must be zero past ours. */
-static int check_opts(const struct madvx_uffd_opts *o)
+/* The caller's options over the defaults in @o, checked. */
+static int take_opts(struct madvx_uffd_opts *o, const struct madvx_uffd_opts *opts)
 {
-	size_t min = offsetof(struct madvx_uffd_opts, flags) + sizeof(o->flags);
+	int ret = madvx_opts_in(o, sizeof(*o), opts,
+				offsetof(struct madvx_uffd_opts, flags) + sizeof(o->flags));
 
-	if (o->size < min)
-		return -EINVAL;
-	for (size_t i = sizeof(*o); i < o->size; i++)
-		if (((const uint8_t *)o)[i])
-			return -E2BIG;
+	if (ret)
+		return ret;
 	/* The named padding is a field of tomorrow: it must be zero today. */
-	if (o->size >= offsetof(struct madvx_uffd_opts, __reserved0) + sizeof(o->__reserved0) &&
-	    o->__reserved0)
+	if (o->__reserved0)
 		return -E2BIG;
 	if (o->flags & ~(MADVX_UFFD_USER_MODE_ONLY | MADVX_UFFD_KERNEL_FAULTS))
 		return -EINVAL;
@@ -231,10 +228,9 @@ static int uffd_open(const struct madvx_uffd_opts *opts, struct madvx_uffd **out
 		return -EINVAL;
 	*out = NULL;
 	if (opts) {
-		ret = check_opts(opts);
+		ret = take_opts(&o, opts);
 		if (ret)
 			return ret;
-		memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
 	}
 	if (__madvx_probe()->disabled & FEAT(MADVX_FEAT_UFFD))
 		return -ENOSYS;
