@@ -511,13 +511,9 @@ MADVX_API const struct madvx_hint *madvx_batch_results(const struct madvx_batch 
 
 static int copy_stats(struct madvx_stats *dst, const struct madvx_stats *src)
 {
-	size_t n;
-
 	if (!dst || dst->size < offsetof(struct madvx_stats, hints))
 		return -EINVAL;
-	n = dst->size < sizeof(*src) ? dst->size : sizeof(*src);
-	memcpy((char *)dst + sizeof(dst->size), (const char *)src + sizeof(src->size),
-	       n - sizeof(dst->size));
+	madvx_copy_out(dst, src, sizeof(*src));
 	return 0;
 }
 

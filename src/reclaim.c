@@ -450,12 +450,8 @@ out:
 	if (ret)
 		stop_for(rep, ret);
 	rep->elapsed_ns = now_ns() - t0;
-	if (report) {
-		size_t sz = report->size < sizeof(local) ? report->size : sizeof(local);
-
-		memcpy(report, rep, sz);
-		report->size = sz;
-	}
+	if (report)
+		report->size = madvx_copy_out(report, rep, sizeof(local));
 	free(c->r);
 	free(c->changed);
 	free(c);

@@ -339,8 +339,7 @@ MADVX_API int madvx_uffd_stats_get(const struct madvx_uffd *u, struct madvx_uffd
 	s.events = atomic_load(&u->n_events);
 	s.faults = atomic_load(&u->n_faults);
 	s.vma_splits = atomic_load(&u->n_splits);
-	memcpy((uint8_t *)st + sizeof(size_t), (uint8_t *)&s + sizeof(size_t),
-	       (st->size < sizeof(s) ? st->size : sizeof(s)) - sizeof(size_t));
+	madvx_copy_out(st, &s, sizeof(s));
 	return 0;
 }
 
