@@ -100,9 +100,8 @@ MADVX_API int madvx_batch_create(const struct madvx_batch_opts *opts,
 			return -EINVAL;
 		mem = o.storage;
 	} else {
-		mem = mmap(NULL, need, PROT_READ | PROT_WRITE,
-			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (mem == MAP_FAILED)
+		mem = __madvx_sys_mmap_anon(need);
+		if (!mem)
 			return -ENOMEM;
 	}
 	/* Decide the probe now, outside the caller's malloc paths. */
@@ -135,7 +134,7 @@ MADVX_API int madvx_batch_create(const struct madvx_batch_opts *opts,
 MADVX_API void madvx_batch_free(struct madvx_batch *b)
 {
 	if (b && b->owns_storage)
-		munmap(b, b->storage_size);
+		__madvx_sys_munmap(b, b->storage_size);
 }
 
 /* ---- adding hints: validation and the ordering rule ---- */

@@ -122,6 +122,22 @@ int __madvx_sys_epoll_add(int epfd, int fd, uint32_t events)
 	return (int)ret_or_errno(epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev), e);
 }
 
+void *__madvx_sys_mmap_anon(size_t len)
+{
+	int e = errno;
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	errno = e;
+	return p == MAP_FAILED ? NULL : p;
+}
+
+int __madvx_sys_munmap(void *addr, size_t len)
+{
+	int e = errno;
+
+	return (int)ret_or_errno(munmap(addr, len), e);
+}
+
 size_t __madvx_pagesize = 4096;
 
 /* Before any entry point can run, so the hot paths read a plain variable. */

@@ -29,6 +29,7 @@ MADVX_HIDDEN int __madvx_sys_epoll_create1(int flags);
 MADVX_HIDDEN int __madvx_sys_epoll_add(int epfd, int fd, uint32_t events);
 /* Private anonymous read/write memory: the address, or NULL (errno kept). */
 MADVX_HIDDEN void *__madvx_sys_mmap_anon(size_t len);
+MADVX_HIDDEN int __madvx_sys_munmap(void *addr, size_t len);
 
 /* For remote targets (target.c, reclaim.c) and the maps parser (vma.c). */
 /* pidfd_send_signal(2) (5.1); sig 0 asks "does it still exist?". */

@@ -196,7 +196,7 @@ static int parse_maps_into(struct madvx_vma_cache *c, uint64_t addr)
 {
 	char buf[4096];
 	size_t have = 0;
-	off_t off = 0;
+	uint64_t off = 0;
 	uint64_t from = addr;
 	int fd = __madvx_self_maps_fd();
 
@@ -204,14 +204,14 @@ static int parse_maps_into(struct madvx_vma_cache *c, uint64_t addr)
 		return fd;
 	c->count = 0;
 	for (;;) {
-		ssize_t n = pread(fd, buf + have, sizeof(buf) - have - 1, off);
+		long n = __madvx_sys_pread(fd, buf + have, sizeof(buf) - have - 1, off);
 		char *line = buf, *nl;
 
 		if (n < 0)
 			return -EIO;
 		if (n == 0)
 			break;
-		off += n;
+		off += (uint64_t)n;
 		have += (size_t)n;
 		buf[have] = 0;
 		while ((nl = strchr(line, '\n'))) {
