@@ -32,32 +32,44 @@ _Static_assert(MADVX_UFFD_FEATURE_MOVE == UFFD_FEATURE_MOVE &&
 	       "MADVX_UFFD_FEATURE_* are the kernel's values");
 
 /*
- * A userfaultfd as an unprivileged caller gets one: plain first, then
- * UFFD_USER_MODE_ONLY (enough for faults from user space, which is all a GC
- * needs) when vm.unprivileged_userfaultfd=0 refuses the plain one.
+ * Every userfaultfd is non-blocking: a blocking one answers poll() with
+ * POLLERR (fs/userfaultfd.c userfaultfd_poll()), so it could never sit in a
+ * poll/epoll loop, and a read() could sleep under the handle's lock.
+ * Blocking waits are madvx_uffd_read_events(.., -1) instead.
  */
-static int open_uffd_syscall(bool *user_mode_only, int extra)
-{
-	int fd = __madvx_sys_userfaultfd(O_CLOEXEC | extra);
+#define UFFD_OPEN_FLAGS (O_CLOEXEC | O_NONBLOCK)
 
-	*user_mode_only = false;
-	if (fd == -EPERM) {
-		fd = __madvx_sys_userfaultfd(O_CLOEXEC | extra | UFFD_USER_MODE_ONLY);
-		*user_mode_only = fd >= 0;
+/*
+ * A userfaultfd from the system call, as an unprivileged caller gets one:
+ * plain first, then UFFD_USER_MODE_ONLY (enough for faults from user space,
+ * which is all a GC needs) when vm.unprivileged_userfaultfd=0 refuses the
+ * plain one and @umo_ok; with MADVX_UFFD_USER_MODE_ONLY in @flags, only that
+ * kind. *@umo says which kind it is.
+ */
+static int open_uffd_syscall(unsigned int flags, bool umo_ok, bool *umo)
+{
+	int fd = -EPERM;
+
+	*umo = false;
+	if (!(flags & MADVX_UFFD_USER_MODE_ONLY))
+		fd = __madvx_sys_userfaultfd(UFFD_OPEN_FLAGS);
+	if (fd == -EPERM && (umo_ok || (flags & MADVX_UFFD_USER_MODE_ONLY))) {
+		fd = __madvx_sys_userfaultfd(UFFD_OPEN_FLAGS | UFFD_USER_MODE_ONLY);
+		*umo = fd >= 0;
 	}
 	return fd;
 }
 
-static int open_uffd_dev(int extra)
+/* The device node (5.11) serves kernel-mode faults to whoever may open it. */
+static int open_uffd_dev(void)
 {
 	int dev = __madvx_sys_open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
 	int fd;
 
 	if (dev < 0)
 		return -ENOENT;
-	fd = __madvx_sys_ioctl(dev, USERFAULTFD_IOC_NEW,
-			     (void *)(long)(O_CLOEXEC | extra));
-	close(dev);
+	fd = __madvx_sys_ioctl(dev, USERFAULTFD_IOC_NEW, (void *)(long)UFFD_OPEN_FLAGS);
+	__madvx_sys_close(dev);
 	return fd;
 }
 
@@ -76,9 +88,9 @@ static void probe_uffd(struct madvx_probe_found *st)
 
 	if (st->disabled & FEAT(MADVX_FEAT_UFFD))
 		return;
-	fd = open_uffd_syscall(&umo, O_NONBLOCK);
+	fd = open_uffd_syscall(0, true, &umo);
 	if (!(st->disabled & FEAT(MADVX_FEAT_UFFD_DEV)))
-		dev_fd = open_uffd_dev(O_NONBLOCK);
+		dev_fd = open_uffd_dev();
 	if (dev_fd >= 0)
 		st->features |= FEAT(MADVX_FEAT_UFFD_DEV);
 	if (fd < 0) {
@@ -150,32 +162,15 @@ MADVX_API uint64_t madvx_uffd_missing_features(uint64_t features)
 static int open_fd(unsigned int flags, bool *umo)
 {
 	const struct madvx_probe_state *st = __madvx_probe();
-	/*
-	 * Always non-blocking: a blocking userfaultfd answers poll() with
-	 * POLLERR (fs/userfaultfd.c userfaultfd_poll()), so it could never sit
-	 * in a poll/epoll loop, and a read() could sleep under our lock.
-	 * Blocking waits are madvx_uffd_read_events(.., -1) instead.
-	 */
-	int extra = O_NONBLOCK;
 	bool may_umo = !(flags & MADVX_UFFD_KERNEL_FAULTS) &&
 		       !(st->disabled & FEAT(MADVX_FEAT_UFFD_USER_MODE_ONLY));
-	int fd;
+	int fd = open_uffd_syscall(flags, may_umo, umo);
 
-	*umo = false;
-	if (flags & MADVX_UFFD_USER_MODE_ONLY) {
-		fd = __madvx_sys_userfaultfd(O_CLOEXEC | extra | UFFD_USER_MODE_ONLY);
-		*umo = fd >= 0;
+	if (flags & MADVX_UFFD_USER_MODE_ONLY)
 		return fd;
-	}
-	fd = __madvx_sys_userfaultfd(O_CLOEXEC | extra);
-	if (fd == -EPERM && may_umo) {
-		fd = __madvx_sys_userfaultfd(O_CLOEXEC | extra | UFFD_USER_MODE_ONLY);
-		*umo = fd >= 0;
-	}
-	/* The device node serves kernel-mode faults to whoever may open it. */
 	if ((fd == -EPERM || fd == -ENOSYS) &&
 	    !(st->disabled & FEAT(MADVX_FEAT_UFFD_DEV))) {
-		int dfd = open_uffd_dev(extra);
+		int dfd = open_uffd_dev();
 
 		if (dfd >= 0) {
 			*umo = false;
