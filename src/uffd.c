@@ -345,36 +345,9 @@ MADVX_API int madvx_uffd_stats_get(const struct madvx_uffd *u, struct madvx_uffd
 /*
  * MINOR faults exist only for page-cache backed memory (shmem, hugetlbfs);
  * the kernel answers a bare -EINVAL for anonymous memory, which reads like a
- * bad argument. Ask PROCMAP_QUERY first so the caller gets -EOPNOTSUPP.
- * Returns 1 when some VMA in the range is anonymous, 0 when none is or when
- * we cannot tell (the kernel then decides).
+ * bad argument: the caller gets -EOPNOTSUPP instead (vma.c tells, with or
+ * without PROCMAP_QUERY; where it cannot, the kernel decides).
  */
-static int range_has_anon_vma(uint64_t addr, uint64_t len)
-{
-	struct procmap_query q;
-	uint64_t end = addr + len;
-	int fd, anon = 0;
-
-	if (!madvx_has(MADVX_FEAT_PROCMAP_QUERY))
-		return 0;
-	fd = __madvx_sys_open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	while (addr < end) {
-		q = (struct procmap_query){ .size = sizeof(q), .query_addr = addr };
-		if (__madvx_sys_ioctl(fd, PROCMAP_QUERY, &q))
-			break;		/* hole: the kernel says -EINVAL */
-		/* Anonymous memory has no inode; shmem (even MAP_ANONYMOUS|MAP_SHARED) has. */
-		if (!q.inode) {
-			anon = 1;
-			break;
-		}
-		addr = q.vma_end;
-	}
-	__madvx_sys_close(fd);
-	return anon;
-}
-
 MADVX_API int madvx_uffd_register(struct madvx_uffd *u, uint64_t addr,
 				  uint64_t len, unsigned int mode, uint64_t *ioctls)
 {
@@ -393,7 +366,7 @@ MADVX_API int madvx_uffd_register(struct madvx_uffd *u, uint64_t addr,
 	if (mode & MADVX_UFFD_MINOR) {
 		if (!(u->features & (UFFD_FEATURE_MINOR_SHMEM | UFFD_FEATURE_MINOR_HUGETLBFS)))
 			return -EOPNOTSUPP;
-		if (range_has_anon_vma(addr, len))
+		if (__madvx_vma_range_anon(addr, len))
 			return -EOPNOTSUPP;
 	}
 	ret = __madvx_sys_ioctl(u->fd, UFFDIO_REGISTER, &reg);

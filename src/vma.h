@@ -94,4 +94,12 @@ MADVX_HIDDEN int __madvx_self_maps_fd(void);
  */
 MADVX_HIDDEN int __madvx_vma_find_kernel(uint64_t addr, struct madvx_vma *v);
 
+/*
+ * Whether a VMA in [@addr, @addr + @len) is anonymous memory (no inode:
+ * shmem, even MAP_SHARED|MAP_ANONYMOUS, has one), up to the first hole:
+ * 1 or 0; 0 too when no source could tell (the caller lets the kernel
+ * decide). PROCMAP_QUERY, or /proc/self/maps where the kernel has none.
+ */
+MADVX_HIDDEN int __madvx_vma_range_anon(uint64_t addr, uint64_t len);
+
 #endif /* MADVX_VMA_H */
