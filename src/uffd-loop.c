@@ -88,7 +88,10 @@ static void evfd_reset(struct madvx_uffd *u)
 	__madvx_sys_read(u->evfd, &v, sizeof(v));
 }
 
-/* Room for @n more events? The ring is allocated once, at open: see list_op(). */
+/*
+ * Events the queue can still take. The ring is allocated once, at open, and
+ * never grown: the list ops (uffd-ops.c) drain into it and must not malloc.
+ */
 static size_t queue_room_locked(const struct madvx_uffd *u)
 {
 	return QUEUE_CAP - u->qlen;

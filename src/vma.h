@@ -18,7 +18,7 @@
  * What a stale view must never do is claim a HOLE: the planner credits an
  * unmapped part to its hints without asking the kernel. So the cache keeps
  * the VMAs a batch saw across its flushes (an allocator or a GC releases
- * the same arenas flush after flush: issue 20), but only the VMAs: at the
+ * the same arenas flush after flush), but only the VMAs: at the
  * start of each flush (madvx_vma_cache_age()) every span forgets the gap
  * below its VMA, and a question about a gap goes to the kernel again. It is
  * dropped whole in a new process, and after a flush in which the kernel
