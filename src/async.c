@@ -169,15 +169,6 @@ static int start_worker(struct madvx_async *a)
 
 /* ---- create / free ---- */
 
-static void close_keep_errno(int fd)
-{
-	int e = errno;
-
-	if (fd >= 0)
-		close(fd);
-	errno = e;
-}
-
 /* @sync_objects: destroy the mutex and conditions (not in a forked child: a copied waiter would block it). */
 static void async_release(struct madvx_async *a, bool sync_objects)
 {
@@ -186,7 +177,8 @@ static void async_release(struct madvx_async *a, bool sync_objects)
 		__madvx_uring_free(a->uring);
 	a->uring = NULL;
 #endif
-	close_keep_errno(a->efd);
+	if (a->efd >= 0)
+		__madvx_sys_close(a->efd);
 	if (sync_objects) {
 		pthread_cond_destroy(&a->work_cv);
 		pthread_cond_destroy(&a->done_cv);
