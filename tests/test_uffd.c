@@ -137,19 +137,28 @@ static int disabled_move_child(void)
 	return 0;
 }
 
-START_TEST(disable_hides_feature)
+/*
+ * The probe is cached per process: a check under MADVX_DISABLE=@disable runs
+ * in a fresh exec of this program with @arg, and must exit 0.
+ */
+static void run_disabled_child(const char *disable, const char *arg)
 {
 	pid_t pid = fork();
 	int status;
 
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		setenv("MADVX_DISABLE", "uffd_move", 1);
-		execl("/proc/self/exe", "test_uffd", "--disabled-move-child", (char *)NULL);
+		setenv("MADVX_DISABLE", disable, 1);
+		execl("/proc/self/exe", "test_uffd", arg, (char *)NULL);
 		_exit(127);
 	}
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status 0x%x", status);
+}
+
+START_TEST(disable_hides_feature)
+{
+	run_disabled_child("uffd_move", "--disabled-move-child");
 }
 END_TEST
 
@@ -356,20 +365,8 @@ static int minor_anon_no_procmap_child(void)
 
 START_TEST(minor_refuses_anon)
 {
-	pid_t pid;
-	int status;
-
 	ck_assert_int_eq(minor_anon_checks(), 0);
-	/* The probe is cached per process: without PROCMAP_QUERY in a fresh exec. */
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		setenv("MADVX_DISABLE", "procmap_query", 1);
-		execl("/proc/self/exe", "test_uffd", "--minor-anon-no-procmap-child", (char *)NULL);
-		_exit(127);
-	}
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status 0x%x", status);
+	run_disabled_child("procmap_query", "--minor-anon-no-procmap-child");
 }
 END_TEST
 
