@@ -7,8 +7,8 @@
 #include <errno.h>
 #include <sys/mman.h>
 
-#include "advtab.h"
-#include "internal.h"
+#include "advice.h"
+#include "probe.h"
 
 MADVX_API const char *madvx_advice_name(int advice)
 {
@@ -49,13 +49,16 @@ static enum madvx_lock advice_lock_for(const struct advice_desc *d)
 	return d->lock;
 }
 
+enum madvx_lock __madvx_advice_lock_at(int index)
+{
+	if (index < 0 || index >= (int)__madvx_nadvices)
+		return MADVX_LOCK_UNKNOWN;
+	return advice_lock_for(&__madvx_advices[index]);
+}
+
 MADVX_API enum madvx_lock madvx_advice_lock(int advice)
 {
-	int i = madvx_advice_index(advice);
-
-	if (i < 0)
-		return MADVX_LOCK_UNKNOWN;
-	return advice_lock_for(&__madvx_advices[i]);
+	return __madvx_advice_lock_at(madvx_advice_index(advice));
 }
 
 MADVX_API const char *madvx_lock_name(enum madvx_lock lock)

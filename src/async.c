@@ -24,7 +24,7 @@
 
 #include "async.h"
 #include "batch.h"
-#include "probe-backends.h"
+#include "probe.h"
 
 #define DEFAULT_TICKETS 64
 #define MAX_TICKETS 65536
@@ -169,25 +169,6 @@ static int start_worker(struct madvx_async *a)
 
 /* ---- create / free ---- */
 
-static bool opts_tail_zero(const struct madvx_async_opts *o)
-{
-	const char *p = (const char *)o;
-
-	for (size_t i = sizeof(*o); i < o->size; i++)
-		if (p[i])
-			return false;
-	return true;
-}
-
-static void close_keep_errno(int fd)
-{
-	int e = errno;
-
-	if (fd >= 0)
-		close(fd);
-	errno = e;
-}
-
 /* @sync_objects: destroy the mutex and conditions (not in a forked child: a copied waiter would block it). */
 static void async_release(struct madvx_async *a, bool sync_objects)
 {
@@ -196,7 +177,8 @@ static void async_release(struct madvx_async *a, bool sync_objects)
 		__madvx_uring_free(a->uring);
 	a->uring = NULL;
 #endif
-	close_keep_errno(a->efd);
+	if (a->efd >= 0)
+		__madvx_sys_close(a->efd);
 	if (sync_objects) {
 		pthread_cond_destroy(&a->work_cv);
 		pthread_cond_destroy(&a->done_cv);
@@ -217,11 +199,10 @@ MADVX_API int madvx_async_create(const struct madvx_async_opts *opts,
 	if (!out)
 		return -EINVAL;
 	if (opts) {
-		if (opts->size < offsetof(struct madvx_async_opts, max_tickets))
-			return -EINVAL;
-		if (opts->size > sizeof(o) && !opts_tail_zero(opts))
-			return -E2BIG;
-		memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
+		ret = madvx_opts_in(&o, sizeof(o), opts,
+				    offsetof(struct madvx_async_opts, max_tickets));
+		if (ret)
+			return ret;
 	}
 	if (o.__reserved0)	/* named padding: a future field, zero today */
 		return -E2BIG;

@@ -8,7 +8,8 @@
 
 #include <pthread.h>
 
-#include "internal.h"
+#include "proc.h"
+#include "sys.h"
 #include "iouring.h"
 
 enum { SLOT_FREE = 0, SLOT_QUEUED, SLOT_DONE };

@@ -67,16 +67,6 @@ static void carve_storage(struct madvx_batch *b, char *base)
 	b->radix_count = (uint32_t *)p;
 }
 
-static bool opts_tail_zero(const struct madvx_batch_opts *o)
-{
-	const char *p = (const char *)o;
-
-	for (size_t i = sizeof(*o); i < o->size; i++)
-		if (p[i])
-			return false;
-	return true;
-}
-
 MADVX_API int madvx_batch_create(const struct madvx_batch_opts *opts,
 				 struct madvx_batch **out)
 {
@@ -88,11 +78,11 @@ MADVX_API int madvx_batch_create(const struct madvx_batch_opts *opts,
 	if (!out)
 		return -EINVAL;
 	if (opts) {
-		if (opts->size < offsetof(struct madvx_batch_opts, storage))
-			return -EINVAL;
-		if (opts->size > sizeof(o) && !opts_tail_zero(opts))
-			return -E2BIG;
-		memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
+		int ret = madvx_opts_in(&o, sizeof(o), opts,
+					offsetof(struct madvx_batch_opts, storage));
+
+		if (ret)
+			return ret;
 	}
 	if (!o.capacity)
 		o.capacity = DEFAULT_CAPACITY;
@@ -110,9 +100,8 @@ MADVX_API int madvx_batch_create(const struct madvx_batch_opts *opts,
 			return -EINVAL;
 		mem = o.storage;
 	} else {
-		mem = mmap(NULL, need, PROT_READ | PROT_WRITE,
-			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (mem == MAP_FAILED)
+		mem = __madvx_sys_mmap_anon(need);
+		if (!mem)
 			return -ENOMEM;
 	}
 	/* Decide the probe now, outside the caller's malloc paths. */
@@ -145,7 +134,7 @@ MADVX_API int madvx_batch_create(const struct madvx_batch_opts *opts,
 MADVX_API void madvx_batch_free(struct madvx_batch *b)
 {
 	if (b && b->owns_storage)
-		munmap(b, b->storage_size);
+		__madvx_sys_munmap(b, b->storage_size);
 }
 
 /* ---- adding hints: validation and the ordering rule ---- */
@@ -521,13 +510,9 @@ MADVX_API const struct madvx_hint *madvx_batch_results(const struct madvx_batch 
 
 static int copy_stats(struct madvx_stats *dst, const struct madvx_stats *src)
 {
-	size_t n;
-
 	if (!dst || dst->size < offsetof(struct madvx_stats, hints))
 		return -EINVAL;
-	n = dst->size < sizeof(*src) ? dst->size : sizeof(*src);
-	memcpy((char *)dst + sizeof(dst->size), (const char *)src + sizeof(src->size),
-	       n - sizeof(dst->size));
+	madvx_copy_out(dst, src, sizeof(*src));
 	return 0;
 }
 

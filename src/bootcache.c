@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "bootcache.h"
+#include "sys.h"
 
 /* The "btime" of /proc/stat (boot time, seconds since the epoch), or -1. */
 static long long read_btime(void)

@@ -6,7 +6,7 @@
 #ifndef MADVX_BOOTCACHE_H
 #define MADVX_BOOTCACHE_H
 
-#include "internal.h"
+#include "util.h"
 
 /*
  * This boot's key line: "boot_id <uuid>" (/proc/sys/kernel/random/boot_id),

@@ -15,7 +15,10 @@
 #ifndef MADVX_ENGINE_H
 #define MADVX_ENGINE_H
 
-#include "internal.h"
+#include "advtab.h"
+#include "probe.h"
+#include "proc.h"
+#include "sys.h"
 #include "target.h"
 #include "vma.h"
 

@@ -9,8 +9,10 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "internal.h"
-#include "probe-backends.h"
+#include "advtab.h"
+#include "iouring.h"
+#include "probe.h"
+#include "uffd.h"
 
 static void probe_for(enum madvx_feature feat)
 {
@@ -61,7 +63,6 @@ MADVX_API int madvx_kernel_info_get(struct madvx_kernel_info *info)
 {
 	const struct madvx_probe_state *st;
 	struct madvx_kernel_info full = { .size = sizeof(full) };
-	size_t n;
 
 	if (!info || info->size < offsetof(struct madvx_kernel_info, release))
 		return -EINVAL;
@@ -79,8 +80,6 @@ MADVX_API int madvx_kernel_info_get(struct madvx_kernel_info *info)
 	full.assumed = st->assumed & ~st->disabled;
 	full.measured = st->measured & ~st->disabled;
 
-	n = info->size < sizeof(full) ? info->size : sizeof(full);
-	memcpy((char *)info + sizeof(info->size), (char *)&full + sizeof(full.size),
-	       n - sizeof(info->size));
+	madvx_copy_out(info, &full, sizeof(full));
 	return 0;
 }

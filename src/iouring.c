@@ -12,9 +12,8 @@
 
 #include "batch.h"
 #include "issue.h"
-#include "internal.h"
 #include "iouring.h"
-#include "probe-backends.h"
+#include "probe.h"
 
 #ifndef IORING_OP_MADVISE
 #define IORING_OP_MADVISE 25	/* 5.6 */

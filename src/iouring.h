@@ -10,7 +10,7 @@
 #ifndef MADVX_IOURING_H
 #define MADVX_IOURING_H
 
-#include "internal.h"
+#include "util.h"
 
 struct madvx_uring;
 
@@ -18,6 +18,13 @@ struct madvx_uring;
 typedef void (*madvx_uring_done_fn)(void *ctx, uint32_t slot);
 
 #ifdef MADVX_HAVE_LIBURING
+/*
+ * The io_uring probe lives with the code of its interface: run once, on the
+ * first use of an API that needs it, it merges its answer into the store
+ * (probe.c), which never calls it.
+ */
+MADVX_HIDDEN void __madvx_iouring_probe_once(void);
+
 /* A ring (own, or o->ring) for @nslots slots; CQEs wake @efd (own ring). */
 MADVX_HIDDEN int __madvx_uring_create(struct madvx_uring **out, const struct madvx_async_opts *o,
 				      uint32_t nslots, int efd, madvx_uring_done_fn done,
@@ -31,6 +38,11 @@ MADVX_HIDDEN int __madvx_uring_reap(struct madvx_uring *u, bool wait);
 /* A CQE reaped by the caller: 1 if it was ours (handled), else 0. */
 MADVX_HIDDEN int __madvx_uring_cqe(struct madvx_uring *u, uint64_t user_data, int32_t res);
 MADVX_HIDDEN bool __madvx_uring_caller_ring(const struct madvx_uring *u);
+#else
+/* Built without liburing: every io_uring feature reads as absent. */
+static inline void __madvx_iouring_probe_once(void)
+{
+}
 #endif
 
 #endif /* MADVX_IOURING_H */

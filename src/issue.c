@@ -140,8 +140,8 @@ void __madvx_entry_done(struct madvx_batch *b, const struct madvx_entry *e, uint
 }
 
 /*
- * madvise() of [lo, hi), the part of hint @idx in a failed entry, VMA by VMA
- * on the kernel's bounds. Returns true if all of it was applied.
+ * Has madvise() of hint @h already stopped at or below @addr? Then nothing
+ * from @addr on is applied for it, and no walk needs to go there.
  */
 static bool stopped_at_or_below(const struct hint_int *h, uint64_t addr)
 {

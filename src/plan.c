@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "advice.h"
 #include "issue.h"
 #include "plan.h"
 
@@ -26,15 +27,11 @@ static struct madvx_once lock_classes_once = MADVX_ONCE_INIT;
 
 static void init_lock_classes(void)
 {
-	int adv[64], n = madvx_advice_list(adv, 64);
+	for (int i = 0; i < (int)__madvx_nadvices && i < 64; i++) {
+		enum madvx_lock l = __madvx_advice_lock_at(i);
 
-	for (int i = 0; i < n && i < 64; i++) {
-		enum madvx_lock l = madvx_advice_lock(adv[i]);
-		int idx = madvx_advice_index(adv[i]);
-
-		if (idx >= 0 && idx < 64)
-			__madvx_lock_classes[idx] = l == MADVX_LOCK_PER_VMA ? 0 :
-					    l == MADVX_LOCK_MMAP_READ ? 1 : 2;
+		__madvx_lock_classes[i] = l == MADVX_LOCK_PER_VMA ? 0 :
+					  l == MADVX_LOCK_MMAP_READ ? 1 : 2;
 	}
 }
 

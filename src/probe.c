@@ -30,7 +30,9 @@
 
 #include "advtab.h"
 #include "bootcache.h"
-#include "internal.h"
+#include "probe.h"
+#include "proc.h"
+#include "sys.h"
 
 static const char *const feature_names[MADVX_FEAT__COUNT] = {
 	[MADVX_FEAT_PROCESS_MADVISE] = "process_madvise",

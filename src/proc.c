@@ -25,7 +25,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "proc.h"
 
 static _Atomic uint64_t *_Atomic wipe_word;	/* current generation; 0 in a new process */
 static _Atomic uint64_t gen_counter = 1;

@@ -103,19 +103,14 @@ struct reclaim {
 
 static int take_opts(struct reclaim *c, const struct madvx_reclaim_opts *o)
 {
-	const size_t known = sizeof(struct madvx_reclaim_opts);
-
 	if (o) {
-		if (o->size < offsetof(struct madvx_reclaim_opts, flags))
-			return -EINVAL;
-		if (o->size > known) {
-			for (size_t k = known; k < o->size; k++)
-				if (((const char *)o)[k])
-					return -E2BIG;
-		}
-		memcpy(&c->o, o, o->size < known ? o->size : known);
+		int ret = madvx_opts_in(&c->o, sizeof(c->o), o,
+					offsetof(struct madvx_reclaim_opts, flags));
+
+		if (ret)
+			return ret;
 	}
-	c->o.size = known;
+	c->o.size = sizeof(c->o);
 	if (!c->o.advice)
 		c->o.advice = MADV_COLD;
 	if (c->o.advice != MADV_COLD && c->o.advice != MADV_PAGEOUT)
@@ -490,12 +485,8 @@ out:
 	if (ret)
 		stop_for(rep, ret);
 	rep->elapsed_ns = now_ns() - t0;
-	if (report) {
-		size_t sz = report->size < sizeof(local) ? report->size : sizeof(local);
-
-		memcpy(report, rep, sz);
-		report->size = sz;
-	}
+	if (report)
+		report->size = madvx_copy_out(report, rep, sizeof(local));
 	free(c->r);
 	free(c->changed);
 	free(c);

@@ -8,7 +8,8 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "internal.h"
+#include "proc.h"
+#include "sys.h"
 
 #define RELEASE_CAPACITY 1024
 #define RELEASE_FLUSH_BYTES (1ULL << 20)
@@ -121,14 +122,13 @@ MADVX_API int madvx_release_config(const struct madvx_release_opts *opts)
 	struct madvx_release_opts o = { .size = sizeof(o) };
 	struct release_state *rs = &tls_release;
 
-	if (!opts || opts->size < offsetof(struct madvx_release_opts, advice))
+	int ret;
+
+	if (!opts)
 		return -EINVAL;
-	if (opts->size > sizeof(o)) {
-		for (size_t i = sizeof(o); i < opts->size; i++)
-			if (((const char *)opts)[i])
-				return -E2BIG;
-	}
-	memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
+	ret = madvx_opts_in(&o, sizeof(o), opts, offsetof(struct madvx_release_opts, advice));
+	if (ret)
+		return ret;
 	if (o.__reserved0)
 		return -E2BIG;
 	if (o.advice && o.advice != MADV_DONTNEED && o.advice != MADV_FREE)

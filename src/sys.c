@@ -15,7 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "sys.h"
 
 static long ret_or_errno(long ret, int saved_errno)
 {
@@ -70,6 +70,15 @@ int __madvx_sys_open(const char *path, int flags)
 	return (int)ret_or_errno(open(path, flags), e);
 }
 
+/* close() can fail with EINTR after closing: nothing to answer. */
+void __madvx_sys_close(int fd)
+{
+	int e = errno;
+
+	close(fd);
+	errno = e;
+}
+
 long __madvx_sys_read(int fd, void *buf, size_t len)
 {
 	int e = errno;
@@ -113,6 +122,22 @@ int __madvx_sys_epoll_add(int epfd, int fd, uint32_t events)
 	return (int)ret_or_errno(epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev), e);
 }
 
+void *__madvx_sys_mmap_anon(size_t len)
+{
+	int e = errno;
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	errno = e;
+	return p == MAP_FAILED ? NULL : p;
+}
+
+int __madvx_sys_munmap(void *addr, size_t len)
+{
+	int e = errno;
+
+	return (int)ret_or_errno(munmap(addr, len), e);
+}
+
 size_t __madvx_pagesize = 4096;
 
 /* Before any entry point can run, so the hot paths read a plain variable. */
@@ -150,7 +175,7 @@ long __madvx_sys_pread(int fd, void *buf, size_t len, uint64_t off)
 
 /*
  * Read up to @size - 1 bytes of a small /proc or /sys file into @buf with
- * open/read, not stdio (see internal.h).
+ * open/read, not stdio (see sys.h).
  */
 ssize_t __madvx_read_small_file(const char *path, char *buf, size_t size)
 {

@@ -10,7 +10,7 @@
  * the kernel still walks multi-VMA ranges; and every remote call goes
  * through the target's pidfd, so it can never reach another process.
  *
- * What a batch against a target (issue 15, first bullet) needs from here:
+ * What a batch against a target needs from here:
  *  - issue with madvx_target_pidfd(t), never __madvx_self_pidfd();
  *  - at add time, __madvx_target_advice_ok(t, advice): 0 -> -EINVAL (the
  *    kernel refuses it remotely), cached per advice; its other -errno
@@ -29,7 +29,10 @@
 #ifndef MADVX_TARGET_H
 #define MADVX_TARGET_H
 
-#include "internal.h"
+#include "advtab.h"
+#include "probe.h"
+#include "proc.h"
+#include "sys.h"
 
 struct madvx_target_range {
 	uint64_t start, end;

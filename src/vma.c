@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "probe.h"
+#include "sys.h"
 #include "vma.h"
 
 /* ---- caller-registered regions ---- */
@@ -153,29 +155,30 @@ int __madvx_self_maps_fd(void)
 	return __madvx_proc_fd(MADVX_PFD_MAPS, open_maps);
 }
 
-static int query_procmap(uint64_t addr, struct madvx_vma *v)
+/* PROCMAP_QUERY for the VMA at @addr (or, with @flags, the next one). */
+static int procmap_ask(uint64_t addr, uint64_t flags, struct procmap_query *q)
 {
-	struct procmap_query q = {
-		.size = sizeof(q),
-		.query_flags = PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
-		.query_addr = addr,
-	};
-	int fd = __madvx_self_maps_fd(), ret;
+	int fd = __madvx_self_maps_fd();
 
 	if (fd < 0)
 		return fd;
-	ret = __madvx_sys_ioctl(fd, PROCMAP_QUERY, &q);
+	*q = (struct procmap_query){ .size = sizeof(*q), .query_flags = flags,
+				     .query_addr = addr };
+	return __madvx_sys_ioctl(fd, PROCMAP_QUERY, q);
+}
+
+static int query_procmap(uint64_t addr, struct madvx_vma *v)
+{
+	struct procmap_query q;
+	int ret = procmap_ask(addr, PROCMAP_QUERY_COVERING_OR_NEXT_VMA, &q);
+
 	if (ret)
 		return ret;
 	*v = (struct madvx_vma){ .start = q.vma_start, .end = q.vma_end };
 	return 0;
 }
 
-/*
- * Old kernels: read /proc/self/maps (which takes mmap_read_lock per chunk)
- * and fill the cache with the VMAs that end above @addr, in address order.
- * read() into a stack buffer: no stdio, no malloc.
- */
+/* Add a span to the cache; a full cache starts over. */
 static void cache_insert(struct madvx_vma_cache *c, uint64_t from,
 			 const struct madvx_vma *v)
 {
@@ -186,50 +189,105 @@ static void cache_insert(struct madvx_vma_cache *c, uint64_t from,
 }
 
 /*
- * Old kernels: read /proc/self/maps (which takes mmap_read_lock per chunk)
- * and cache the VMAs that end above @addr, in address order. read() into a
- * stack buffer: no stdio, no malloc.
+ * One line of /proc/self/maps: "start-end perms offset dev inode  path".
+ * @rest points past the end address, for what only some callers need.
  */
-static int parse_maps_into(struct madvx_vma_cache *c, uint64_t addr)
+struct maps_line {
+	uint64_t start, end;
+	const char *rest;
+};
+
+/* The inode field of @l (0: no file behind the VMA, i.e. anonymous memory). */
+static uint64_t maps_inode(const struct maps_line *l)
+{
+	const char *p = l->rest;
+	uint64_t ino = 0;
+
+	for (int field = 0; field < 3; field++) {	/* perms, offset, dev */
+		while (*p == ' ')
+			p++;
+		while (*p && *p != ' ' && *p != '\n')
+			p++;
+	}
+	while (*p == ' ')
+		p++;
+	while (*p >= '0' && *p <= '9')
+		ino = ino * 10 + (uint64_t)(*p++ - '0');
+	return ino;
+}
+
+/* Called per line in address order; false ends the walk. */
+typedef bool (*maps_fn)(void *ctx, const struct maps_line *l);
+
+/*
+ * Old kernels: read /proc/self/maps (which takes mmap_read_lock per chunk)
+ * line by line into @fn. pread() into a stack buffer: no stdio, no malloc.
+ * 0, or -errno when it cannot be read.
+ */
+static int maps_walk(maps_fn fn, void *ctx)
 {
 	char buf[4096];
 	size_t have = 0;
-	off_t off = 0;
-	uint64_t from = addr;
+	uint64_t off = 0;
 	int fd = __madvx_self_maps_fd();
 
 	if (fd < 0)
 		return fd;
-	c->count = 0;
 	for (;;) {
-		ssize_t n = pread(fd, buf + have, sizeof(buf) - have - 1, off);
+		long n = __madvx_sys_pread(fd, buf + have, sizeof(buf) - have - 1, off);
 		char *line = buf, *nl;
 
 		if (n < 0)
 			return -EIO;
 		if (n == 0)
-			break;
-		off += n;
+			return 0;
+		off += (uint64_t)n;
 		have += (size_t)n;
 		buf[have] = 0;
 		while ((nl = strchr(line, '\n'))) {
 			const char *p = line;
-			struct madvx_vma v = { 0 };
+			struct maps_line l;
 
-			v.start = madvx_parse_hex(&p);
+			l.start = madvx_parse_hex(&p);
 			p++;	/* '-' */
-			v.end = madvx_parse_hex(&p);
+			l.end = madvx_parse_hex(&p);
+			l.rest = p;
 			line = nl + 1;
-			if (v.end <= addr)
-				continue;
-			cache_insert(c, from < v.start ? from : v.start, &v);
-			from = v.end;
-			if (c->count == MADVX_VMA_CACHE)
+			if (!fn(ctx, &l))
 				return 0;
 		}
 		have = (size_t)(buf + have - line);
 		memmove(buf, line, have);
 	}
+}
+
+struct fill_ctx {
+	struct madvx_vma_cache *c;
+	uint64_t addr, from;
+};
+
+static bool fill_line(void *ctx, const struct maps_line *l)
+{
+	struct fill_ctx *f = ctx;
+	struct madvx_vma v = { .start = l->start, .end = l->end };
+
+	if (v.end <= f->addr)
+		return true;
+	cache_insert(f->c, f->from < v.start ? f->from : v.start, &v);
+	f->from = v.end;
+	return f->c->count < MADVX_VMA_CACHE;
+}
+
+/* Cache the VMAs that end above @addr, in address order, from the maps file. */
+static int parse_maps_into(struct madvx_vma_cache *c, uint64_t addr)
+{
+	struct fill_ctx f = { .c = c, .addr = addr, .from = addr };
+	int ret;
+
+	c->count = 0;
+	ret = maps_walk(fill_line, &f);
+	if (ret)
+		return ret;
 	return c->count ? 0 : -ENOENT;
 }
 
@@ -310,4 +368,56 @@ int __madvx_vma_find_kernel(uint64_t addr, struct madvx_vma *v)
 		return ret;
 	*v = c.span[0].vma;
 	return 0;
+}
+
+/* ---- is a range anonymous memory? ---- */
+
+struct anon_ctx {
+	uint64_t cur, end;
+	int anon;
+};
+
+/* VMAs in order from cur on, stopping at the first hole (as PROCMAP_QUERY does). */
+static bool anon_line(void *ctx, const struct maps_line *l)
+{
+	struct anon_ctx *a = ctx;
+
+	if (l->end <= a->cur)
+		return true;
+	if (l->start > a->cur)
+		return false;	/* a hole: the kernel decides */
+	if (!maps_inode(l)) {
+		a->anon = 1;
+		return false;
+	}
+	a->cur = l->end;
+	return a->cur < a->end;
+}
+
+int __madvx_vma_range_anon(uint64_t addr, uint64_t len)
+{
+	struct anon_ctx a = { .cur = addr, .end = addr + len };
+	struct procmap_query q;
+	int ret;
+
+	if (!len || a.end < addr)
+		return 0;
+	if (madvx_has(MADVX_FEAT_PROCMAP_QUERY)) {
+		while (a.cur < a.end) {
+			ret = procmap_ask(a.cur, 0, &q);
+			if (ret) {
+				if (procmap_refused(ret))
+					break;
+				return 0;	/* a hole (-ENOENT): the kernel decides */
+			}
+			/* Anonymous memory has no inode; shmem (even MAP_SHARED|MAP_ANONYMOUS) has. */
+			if (!q.inode)
+				return 1;
+			a.cur = q.vma_end;
+		}
+		if (a.cur >= a.end)
+			return 0;
+	}
+	ret = maps_walk(anon_line, &a);
+	return ret ? 0 : a.anon;
 }

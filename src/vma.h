@@ -18,7 +18,7 @@
  * What a stale view must never do is claim a HOLE: the planner credits an
  * unmapped part to its hints without asking the kernel. So the cache keeps
  * the VMAs a batch saw across its flushes (an allocator or a GC releases
- * the same arenas flush after flush: issue 20), but only the VMAs: at the
+ * the same arenas flush after flush), but only the VMAs: at the
  * start of each flush (madvx_vma_cache_age()) every span forgets the gap
  * below its VMA, and a question about a gap goes to the kernel again. It is
  * dropped whole in a new process, and after a flush in which the kernel
@@ -27,7 +27,7 @@
 #ifndef MADVX_VMA_H
 #define MADVX_VMA_H
 
-#include "internal.h"
+#include "proc.h"
 
 struct madvx_vma {
 	uint64_t start;
@@ -93,5 +93,13 @@ MADVX_HIDDEN int __madvx_self_maps_fd(void);
  * after the kernel refused an entry, where only its own view may count.
  */
 MADVX_HIDDEN int __madvx_vma_find_kernel(uint64_t addr, struct madvx_vma *v);
+
+/*
+ * Whether a VMA in [@addr, @addr + @len) is anonymous memory (no inode:
+ * shmem, even MAP_SHARED|MAP_ANONYMOUS, has one), up to the first hole:
+ * 1 or 0; 0 too when no source could tell (the caller lets the kernel
+ * decide). PROCMAP_QUERY, or /proc/self/maps where the kernel has none.
+ */
+MADVX_HIDDEN int __madvx_vma_range_anon(uint64_t addr, uint64_t len);
 
 #endif /* MADVX_VMA_H */

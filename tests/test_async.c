@@ -32,7 +32,7 @@
 #endif
 
 #include "harness.h"
-#include "internal.h"
+#include "util.h"
 
 #define NPAGES 40
 #define MAX_HINTS 40

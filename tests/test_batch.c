@@ -23,7 +23,8 @@
 #include <sys/uio.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "advtab.h"
+#include "probe.h"
 
 #define NPAGES 48
 #define MAX_HINTS 48
@@ -769,6 +770,14 @@ START_TEST(release_flush_policy)
 	ck_assert_int_eq(rel_mem[14 * pg], 3 + 14);
 	ro.advice = MADV_COLD;
 	ck_assert_int_eq(madvx_release_config(&ro), -EINVAL);
+	{	/* a newer caller's struct: what we do not know must be zero */
+		struct { struct madvx_release_opts o; uint64_t tail; } big = {
+			.o = { .size = sizeof(big) }, .tail = 1 };
+
+		ck_assert_int_eq(madvx_release_config(&big.o), -E2BIG);
+		ck_assert_int_eq(madvx_release_config(&(struct madvx_release_opts){ .size = 4 }),
+				 -EINVAL);
+	}
 
 	/* Errors of deferred flushes come back from madvx_release_flush(). */
 	ck_assert_int_eq(munmap(rel_mem + 15 * pg, pg), 0);

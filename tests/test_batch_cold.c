@@ -28,7 +28,7 @@
 #include <errno.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "util.h"
 #include "measured-flush.h"
 #include "pervma-measure.h"
 

@@ -18,7 +18,7 @@
 #include <sys/uio.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "probe.h"
 #include "measured-flush.h"
 
 #define NVMAS 64

@@ -15,7 +15,8 @@
 
 #include "harness.h"
 #include "bootcache.h"
-#include "internal.h"
+#include "probe.h"
+#include "sys.h"
 #ifdef MADVX_HAVE_LIBURING
 #include <liburing.h>
 #endif

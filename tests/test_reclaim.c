@@ -372,6 +372,17 @@ START_TEST(target_locked_vma)
 	ck_assert_int_eq(madvx_reclaim(t, &o, &r), 0);
 	ck_assert_int_eq(r.stop, MADVX_RECLAIM_DRY_RUN);
 	ck_assert_uint_eq(r.planned_vmas, 0);
+	{	/* options of a newer caller: what we do not know must be zero */
+		struct { struct madvx_reclaim_opts o; uint64_t tail; } big = {
+			.o = o, .tail = 1 };
+
+		big.o.size = sizeof(big);
+		ck_assert_int_eq(madvx_reclaim(t, &big.o, NULL), -E2BIG);
+		big.tail = 0;
+		ck_assert_int_eq(madvx_reclaim(t, &big.o, NULL), 0);
+		big.o.size = offsetof(struct madvx_reclaim_opts, flags) - 1;
+		ck_assert_int_eq(madvx_reclaim(t, &big.o, NULL), -EINVAL);
+	}
 	madvx_target_free(t);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);

@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "util.h"
 
 static size_t pg;
 
@@ -137,19 +137,28 @@ static int disabled_move_child(void)
 	return 0;
 }
 
-START_TEST(disable_hides_feature)
+/*
+ * The probe is cached per process: a check under MADVX_DISABLE=@disable runs
+ * in a fresh exec of this program with @arg, and must exit 0.
+ */
+static void run_disabled_child(const char *disable, const char *arg)
 {
 	pid_t pid = fork();
 	int status;
 
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		setenv("MADVX_DISABLE", "uffd_move", 1);
-		execl("/proc/self/exe", "test_uffd", "--disabled-move-child", (char *)NULL);
+		setenv("MADVX_DISABLE", disable, 1);
+		execl("/proc/self/exe", "test_uffd", arg, (char *)NULL);
 		_exit(127);
 	}
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status 0x%x", status);
+}
+
+START_TEST(disable_hides_feature)
+{
+	run_disabled_child("uffd_move", "--disabled-move-child");
 }
 END_TEST
 
@@ -305,6 +314,59 @@ START_TEST(move_src_holes)
 	madvx_uffd_free(u);
 	munmap(dst, 4 * pg);
 	munmap(src, 4 * pg);
+}
+END_TEST
+
+/*
+ * MINOR on anonymous memory is -EOPNOTSUPP (the kernel alone says -EINVAL),
+ * also for a range that starts in shmem and runs on into anonymous memory;
+ * shmem alone is registered. Returns 0 or the number of the check that failed.
+ */
+static int minor_anon_checks(void)
+{
+	struct madvx_uffd_opts o = { .size = sizeof(o), .features = UFFD_FEATURE_MINOR_SHMEM };
+	struct madvx_uffd *u = NULL;
+	uint8_t *anon, *mixed;
+	int fd, ret = 0;
+
+	if (madvx_uffd_open(&o, &u))
+		return 1;
+	anon = mmap(NULL, 2 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	mixed = mmap(NULL, 4 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	fd = memfd_create("uffd-minor-anon", MFD_CLOEXEC);
+	if (anon == MAP_FAILED || mixed == MAP_FAILED || fd < 0 ||
+	    ftruncate(fd, (off_t)(2 * pg)) ||
+	    mmap(mixed, 2 * pg, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != mixed)
+		ret = 2;
+	else if (madvx_uffd_register(u, (uintptr_t)anon, 2 * pg, MADVX_UFFD_MINOR, NULL) !=
+		 -EOPNOTSUPP)
+		ret = 3;
+	else if (madvx_uffd_register(u, (uintptr_t)mixed, 4 * pg, MADVX_UFFD_MINOR, NULL) !=
+		 -EOPNOTSUPP)
+		ret = 4;
+	else if (madvx_uffd_register(u, (uintptr_t)mixed, 2 * pg, MADVX_UFFD_MINOR, NULL))
+		ret = 5;
+	madvx_uffd_free(u);
+	munmap(anon, 2 * pg);
+	munmap(mixed, 4 * pg);
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
+/* The same where the kernel has no PROCMAP_QUERY (6.1): the maps file answers. */
+static int minor_anon_no_procmap_child(void)
+{
+	pg = test_page();
+	if (madvx_feature_supported(MADVX_FEAT_PROCMAP_QUERY))
+		return 10;	/* MADVX_DISABLE did not take it away */
+	return minor_anon_checks();
+}
+
+START_TEST(minor_refuses_anon)
+{
+	ck_assert_int_eq(minor_anon_checks(), 0);
+	run_disabled_child("procmap_query", "--minor-anon-no-procmap-child");
 }
 END_TEST
 
@@ -593,6 +655,8 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && !strcmp(argv[1], "--disabled-move-child"))
 		return disabled_move_child();
+	if (argc > 1 && !strcmp(argv[1], "--minor-anon-no-procmap-child"))
+		return minor_anon_no_procmap_child();
 	s = suite_create("uffd");
 	tc = tcase_create("uffd");
 	pg = test_page();
@@ -612,6 +676,8 @@ int main(int argc, char **argv)
 	add_if(tc, move_list_reports_per_item, UFFD_FEATURE_MOVE, "UFFD_FEATURE_MOVE (6.8)");
 	add_if(tc, move_list_fails_one_vma, UFFD_FEATURE_MOVE, "UFFD_FEATURE_MOVE (6.8)");
 	add_if(tc, continue_maps_page_cache, UFFD_FEATURE_MINOR_SHMEM,
+	       "UFFD_FEATURE_MINOR_SHMEM (5.14)");
+	add_if(tc, minor_refuses_anon, UFFD_FEATURE_MINOR_SHMEM,
 	       "UFFD_FEATURE_MINOR_SHMEM (5.14)");
 	add_if(tc, poison_raises_sigbus, UFFD_FEATURE_POISON, "UFFD_FEATURE_POISON (6.6)");
 	add_if(tc, writeprotect_blocks_writes, UFFD_FEATURE_PAGEFAULT_FLAG_WP,

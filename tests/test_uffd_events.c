@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "util.h"
 
 static size_t pg;
 
@@ -496,6 +496,24 @@ START_TEST(handle_fits_poll)
 	ck_assert_int_eq(madvx_uffd_handle(u, &h, 10), 0);	/* timeout */
 	h.fault = NULL;
 	ck_assert_int_eq(madvx_uffd_handle(u, &h, 0), -EINVAL);
+	{	/* sized like every options struct: a newer caller's tail must be zero */
+		struct { struct madvx_uffd_handler h; uint64_t tail; } big = {
+			.h = { .size = sizeof(big), .fault = zero_fault, .arg = &n } };
+
+		ck_assert_int_eq(madvx_uffd_handle(u, &big.h, 0), 0);
+		big.tail = 1;
+		ck_assert_int_eq(madvx_uffd_handle(u, &big.h, 0), -E2BIG);
+		big.tail = 0;
+		big.h.__reserved0 = 1;
+		ck_assert_int_eq(madvx_uffd_handle(u, &big.h, 0), -E2BIG);
+		big.h.__reserved0 = 0;
+		big.h.size = offsetof(struct madvx_uffd_handler, arg) - 1;
+		ck_assert_int_eq(madvx_uffd_handle(u, &big.h, 0), -EINVAL);
+		/* the fields the caller's size covers are all that is read */
+		big.h.size = offsetof(struct madvx_uffd_handler, arg);
+		big.h.__reserved0 = 1;
+		ck_assert_int_eq(madvx_uffd_handle(u, &big.h, 0), 0);
+	}
 	madvx_uffd_free(u);
 	munmap(a, pg);
 }
