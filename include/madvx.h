@@ -264,7 +264,8 @@ MADVX_API int madvx_kernel_info_get(struct madvx_kernel_info *info);
  *    adjacent hints of one advice merged while they stay in one VMA, and
  *    hints that cross VMA boundaries split into one entry per VMA (bounds
  *    from PROCMAP_QUERY, from regions registered with
- *    madvx_region_register(), or /proc/self/maps);
+ *    madvx_region_register(), or /proc/self/maps; none for a hint the
+ *    caller vouches for with MADVX_HINT_ONE_VMA);
  *  - entries the kernel would take off the fast path (advices that need
  *    mmap_lock, VMAs armed by userfaultfd) go in calls of their own, after
  *    the fast-path calls, so one fallback never drags the rest onto mmap_lock;
@@ -314,14 +315,14 @@ MADVX_API int madvx_kernel_info_get(struct madvx_kernel_info *info);
  * flush has returned, any number of threads may call madvx_batch_results(),
  * madvx_batch_pending() and madvx_batch_stats() on it at once.
  *
- * Signals: madvx_batch_add(), madvx_batch_flush(), madvx_batch_results(),
- * madvx_batch_pending(), madvx_batch_seq(), madvx_batch_stats() and
- * madvx_stats_get() are async-signal-safe on a batch that no code the
- * signal interrupted is using, once the process created its first batch
- * outside a handler: they take no lock, call no malloc() and make only
- * async-signal-safe system calls, and keep errno (a GC that stops threads
- * with signals may release from the handler; tests/test_batch.c
- * signal_handler_flushes). The first madvx_batch_create() runs the probe's
+ * Signals: madvx_batch_add(), madvx_batch_add_flags(), madvx_batch_flush(),
+ * madvx_batch_results(), madvx_batch_pending(), madvx_batch_seq(),
+ * madvx_batch_stats() and madvx_stats_get() are async-signal-safe on a
+ * batch that no code the signal interrupted is using, once the process
+ * created its first batch outside a handler: they take no lock, call no
+ * malloc() and make only async-signal-safe system calls, and keep errno (a
+ * GC that stops threads with signals may release from the handler;
+ * tests/test_batch.c signal_handler_flushes). The first madvx_batch_create() runs the probe's
  * core under a once-lock, so never from a handler. Never from a handler:
  * madvx_release*() (the interrupted code may be inside the same thread's
  * release batch), the probes (madvx_feature_supported(),
@@ -436,6 +437,36 @@ MADVX_API void madvx_batch_free(struct madvx_batch *batch);
 MADVX_API int madvx_batch_add(struct madvx_batch *batch, void *addr, size_t len,
 			      int advice);
 
+/*
+ * The caller vouches that [addr, addr + len) lies in ONE VMA (e.g. a block
+ * of one heap section or arena, where nothing splits the mapping): the flush
+ * plans the hint without a VMA look-up (no PROCMAP_QUERY, no region table,
+ * so no limit on how many ranges can be vouched for; counted in
+ * madvx_stats.vma_skipped).
+ *
+ * A wrong vouch (the range crosses VMAs, or has a hole) costs speed, never
+ * a result: the kernel walks the range itself under mmap_read_lock, and
+ * entries it refuses are resolved on the kernel's bounds as for any other
+ * hint, so err and done stay madvise()'s. Vouched hints go to the kernel in
+ * calls of their own, after the hints the flush looked up, because
+ * process_madvise() keeps the mmap_lock fallback of one crossing entry for
+ * every later entry of its call: a wrong vouch can put the vouched entries
+ * issued after it in that call on mmap_read_lock, never a looked-up one.
+ * Do not vouch for memory registered with userfaultfd (register it as a
+ * region with MADVX_REGION_UFFD): madvise takes mmap_lock there.
+ * Two vouched hints are merged only where they overlap (then both lie in
+ * the same VMA), never because they touch: adjacent ranges may be in two.
+ */
+#define MADVX_HINT_ONE_VMA (1U << 0)
+
+/*
+ * madvx_batch_add_flags - madvx_batch_add() with MADVX_HINT_* @flags.
+ * Returns what madvx_batch_add() returns, and -EINVAL for an unknown flag.
+ * Async-signal-safe under the same terms as madvx_batch_add().
+ */
+MADVX_API int madvx_batch_add_flags(struct madvx_batch *batch, void *addr, size_t len,
+				    int advice, unsigned int flags);
+
 /* Hints added to @batch since creation (the seq the next hint gets); 0 for NULL. */
 MADVX_API uint64_t madvx_batch_seq(const struct madvx_batch *batch);
 
@@ -482,6 +513,7 @@ struct madvx_stats {
 	uint64_t retries;		/* EINTR/EAGAIN retries */
 	uint64_t failed;		/* hints with err != 0 */
 	uint64_t errors[64];
+	uint64_t vma_skipped;		/* entries planned without a look-up: MADVX_HINT_ONE_VMA */
 };
 
 /* Counters of @batch into @st (st->size set by the caller). 0 or -EINVAL. */

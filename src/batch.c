@@ -27,7 +27,7 @@
 static struct {
 	_Atomic uint64_t hints, merged, split, flushes, syscalls, vector_entries,
 		bytes, fallback_entries, madvise_fallbacks, vma_queries, retries,
-		failed, errors[64];
+		failed, errors[64], vma_skipped;
 } gstats;
 
 /* ---- storage ---- */
@@ -267,13 +267,14 @@ static int check_hint(uintptr_t start, size_t len, int advice, int *adv_idx)
 
 static int flush_hints(struct madvx_batch *b);
 
-MADVX_API int madvx_batch_add(struct madvx_batch *b, void *addr, size_t len, int advice)
+static inline int add_hint(struct madvx_batch *b, void *addr, size_t len, int advice,
+			   unsigned int flags)
 {
 	uintptr_t start = (uintptr_t)addr;
 	struct hint_int *h;
 	int adv_idx, ret;
 
-	if (unlikely(!b))
+	if (unlikely(!b || (flags & ~MADVX_HINT_ONE_VMA)))
 		return -EINVAL;
 	ret = check_hint(start, len, advice, &adv_idx);
 	if (unlikely(ret))
@@ -297,9 +298,23 @@ MADVX_API int madvx_batch_add(struct madvx_batch *b, void *addr, size_t len, int
 	h->flags = 0;
 	h->adv_idx = (int16_t)adv_idx;
 	assign_epoch(b, h);
+	/* After assign_epoch() (it sets the flags), before the sort key is taken. */
+	if (flags & MADVX_HINT_ONE_VMA)
+		h->flags |= HINT_ONE_VMA;
 	track_order(b, h);
 	b->st.hints++;
 	return (int)b->count++;
+}
+
+MADVX_API int madvx_batch_add(struct madvx_batch *b, void *addr, size_t len, int advice)
+{
+	return add_hint(b, addr, len, advice, 0);
+}
+
+MADVX_API int madvx_batch_add_flags(struct madvx_batch *b, void *addr, size_t len,
+				    int advice, unsigned int flags)
+{
+	return add_hint(b, addr, len, advice, flags);
 }
 
 MADVX_API uint32_t madvx_batch_pending(const struct madvx_batch *b)
@@ -350,6 +365,7 @@ static void publish_stats(struct madvx_batch *b)
 	atomic_fetch_add(&gstats.vma_queries, d->vma_queries);
 	atomic_fetch_add(&gstats.retries, d->retries);
 	atomic_fetch_add(&gstats.failed, d->failed);
+	atomic_fetch_add(&gstats.vma_skipped, d->vma_skipped);
 	for (int i = 0; i < 64; i++)
 		if (d->errors[i])
 			atomic_fetch_add(&gstats.errors[i], d->errors[i]);
@@ -539,6 +555,7 @@ MADVX_API int madvx_stats_get(struct madvx_stats *st)
 	s.vma_queries = atomic_load(&gstats.vma_queries);
 	s.retries = atomic_load(&gstats.retries);
 	s.failed = atomic_load(&gstats.failed);
+	s.vma_skipped = atomic_load(&gstats.vma_skipped);
 	for (int i = 0; i < 64; i++)
 		s.errors[i] = atomic_load(&gstats.errors[i]);
 	return copy_stats(st, &s);

@@ -50,6 +50,8 @@ _Static_assert(sizeof(struct hint_int) == 48, "one hint record: 48 bytes");
 #define HINT_STOPPED (1U << 1)
 /* The first hint of an epoch (hints before it are applied first). */
 #define HINT_EPOCH_START (1U << 2)
+/* MADVX_HINT_ONE_VMA: planned without a look-up, issued apart (plan.c). */
+#define HINT_ONE_VMA (1U << 3)
 
 struct sort_item {
 	uint64_t key;		/* madvx_sort_key() */

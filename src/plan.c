@@ -123,6 +123,12 @@ static inline int pos_adv_idx(const struct madvx_batch *b, bool via, uint32_t k)
 	return via ? (int)((b->sorted[k].key >> 52) & 31) : b->hints[k].adv_idx;
 }
 
+static inline bool pos_vouched(const struct madvx_batch *b, bool via, uint32_t k)
+{
+	return via ? (b->sorted[k].key >> KEY_VOUCHED_SHIFT) & 1 :
+		     b->hints[k].flags & HINT_ONE_VMA;
+}
+
 /* Order the epoch [from, to) for planning; nothing to do when added in order. */
 static void sort_epoch(struct madvx_batch *b, uint32_t from, uint32_t to)
 {
@@ -146,6 +152,7 @@ static void sort_epoch(struct madvx_batch *b, uint32_t from, uint32_t to)
 struct planner {
 	struct madvx_batch *b;
 	int advice;
+	bool vouched;		/* MADVX_HINT_ONE_VMA hints: no look-ups */
 	bool fast_advice;	/* the advice can run under the per-VMA lock */
 	bool fast_uffd;		/* ... also on uffd VMAs without EVENT_REMOVE */
 	uint32_t n;		/* entries planned, not yet issued */
@@ -247,6 +254,12 @@ static void plan_run(struct planner *pl, uint64_t start, uint64_t end,
 		plan_entry(pl, start, end, first, last, slow_advice);
 		return;
 	}
+	if (pl->vouched) {
+		/* Wrong or not, the kernel's answer decides (see plan_group()). */
+		plan_entry(pl, start, end, first, last, slow_advice);
+		b->st.vma_skipped++;
+		return;
+	}
 	while (cur < end) {
 		struct madvx_vma v;
 		int ret = planner_vma(pl, cur, &v);
@@ -290,11 +303,29 @@ static void plan_run(struct planner *pl, uint64_t start, uint64_t end,
 		b->st.split += pieces - 1;
 }
 
-/* Plan positions [from, to): all of one advice. */
-static void plan_group(struct madvx_batch *b, int advice, uint32_t from, uint32_t to)
+/*
+ * Plan positions [from, to): all of one advice, all vouched for or none.
+ *
+ * Vouched hints (MADVX_HINT_ONE_VMA) are a per-hint flag rather than a
+ * batch flag or a region kind: a region needs a table entry (the table is
+ * bounded, a GC has hundreds of heap sections), and a batch flag is all or
+ * nothing where a client knows it per range (bdwgc: a block lies in one
+ * VMA only while no mprotect() split its heap section). They are planned
+ * without a look-up, one entry per run, and merged only where they
+ * overlap: two ranges that each lie in one VMA and share a page lie in the
+ * same one, two that merely touch may not. Their groups sort after all
+ * looked-up ones (madvx_sort_key()), so they reach the kernel in calls of
+ * their own, last: a wrong vouch makes the kernel walk that entry under
+ * mmap_read_lock, and vector_madvise() keeps that lock for the rest of its
+ * call, which then holds vouched entries only. Results need nothing
+ * special: an entry the kernel refuses (a hole, a VMA that refuses the
+ * advice) is resolved on the kernel's bounds like any other (issue.c).
+ */
+static void plan_group(struct madvx_batch *b, int advice, bool vouched, uint32_t from,
+		       uint32_t to)
 {
 	struct planner pl = {
-		.b = b, .advice = advice,
+		.b = b, .advice = advice, .vouched = vouched,
 		/* A remote process_madvise() always takes the target's mmap_lock. */
 		.fast_advice = !b->target && madvx_advice_lock(advice) == MADVX_LOCK_PER_VMA,
 		.fast_uffd = madvx_has(MADVX_FEAT_PER_VMA_UFFD),
@@ -314,7 +345,7 @@ static void plan_group(struct madvx_batch *b, int advice, uint32_t from, uint32_
 		for (k++; k < to; k++) {
 			uint64_t gs = pos_start(b, via, k), ge;
 
-			if (gs > end)
+			if (gs > end || (vouched && gs == end))
 				break;
 			ge = pos_end(b, via, k);
 			if (ge > end)
@@ -334,12 +365,14 @@ void __madvx_plan_epoch(struct madvx_batch *b, uint32_t from, uint32_t to)
 	sort_epoch(b, from, to);
 	while (k < to) {
 		int adv_idx = pos_adv_idx(b, b->use_sorted, k);
+		bool vouched = pos_vouched(b, b->use_sorted, k);
 		int advice = __madvx_advice_at(adv_idx);
 		uint32_t g = k;
 
-		while (g < to && pos_adv_idx(b, b->use_sorted, g) == adv_idx)
+		while (g < to && pos_adv_idx(b, b->use_sorted, g) == adv_idx &&
+		       pos_vouched(b, b->use_sorted, g) == vouched)
 			g++;
-		plan_group(b, advice, k, g);
+		plan_group(b, advice, vouched, k, g);
 		k = g;
 	}
 }

@@ -10,14 +10,18 @@ MADVX_HIDDEN extern uint8_t __madvx_lock_classes[64];
 MADVX_HIDDEN void __madvx_plan_init(void);
 
 /*
- * key = lock class (2 bits) | advice index (5 bits) | page number (52 bits:
- * every 4 KiB page of a 64-bit address space, so no two addresses alias):
- * sorted, entries come grouped by class (fast path first), then advice,
- * then address.
+ * key = vouched (1 bit) | lock class (2 bits) | advice index (5 bits) |
+ * page number (52 bits: every 4 KiB page of a 64-bit address space, so no
+ * two addresses alias): sorted, entries come grouped by class (fast path
+ * first), then advice, then address, and the hints the caller vouched for
+ * (MADVX_HINT_ONE_VMA) after all the others, in groups of their own.
  */
+#define KEY_VOUCHED_SHIFT 59
+
 static inline uint64_t madvx_sort_key(const struct hint_int *h)
 {
-	return ((uint64_t)__madvx_lock_classes[h->adv_idx & 63] << 57) |
+	return ((uint64_t)!!(h->flags & HINT_ONE_VMA) << KEY_VOUCHED_SHIFT) |
+	       ((uint64_t)__madvx_lock_classes[h->adv_idx & 63] << 57) |
 	       ((uint64_t)(h->adv_idx & 31) << 52) | (h->start >> 12);
 }
 /* Plan and issue the hints [from, to) of one epoch. */

@@ -118,6 +118,63 @@ START_TEST(batch_flush_takes_no_mmap_lock)
 }
 END_TEST
 
+/*
+ * MADVX_HINT_ONE_VMA: the single-VMA hints vouched for, the crossing ones
+ * not: no mmap_lock, and look-ups only for the crossing ones. Then every
+ * hint vouched for, the crossing ones wrongly: the kernel walks those under
+ * mmap_read_lock (what madvise() of them does), in calls that hold only
+ * vouched entries, and every page is zapped all the same.
+ */
+START_TEST(batch_flush_vouched_hints)
+{
+	struct madvx_batch_opts o = { .size = sizeof(o), .capacity = NHINTS };
+	struct locktrace_result r;
+	struct madvx_stats st;
+	struct madvx_batch *b;
+	static struct fixture f;
+
+	for (int all = 0; all < 2; all++) {
+		uint64_t ncross = 0;
+
+		setup_fixture(&f);
+		ck_assert_int_eq(madvx_batch_create(&o, &b), 0);
+		for (size_t i = 0; i < NHINTS; i++) {
+			bool cross = f.hints[i].iov_len > test_page();
+
+			ncross += cross;
+			ck_assert_int_eq(madvx_batch_add_flags(b, f.hints[i].iov_base,
+							       f.hints[i].iov_len, MADV_DONTNEED,
+							       all || !cross ? MADVX_HINT_ONE_VMA : 0),
+					 (int)i);
+		}
+		test_measured_flush(&lt, b, &r, &st);
+		fflush(stdout);
+		printf("vouched %s: %llu read + %llu write mmap_lock acquisitions, %llu look-ups, "
+		       "%llu skipped, %llu syscalls, %llu entries\n",
+		       all ? "all (crossing ones wrongly)" : "single-VMA hints",
+		       (unsigned long long)r.self.acq_read, (unsigned long long)r.self.acq_write,
+		       (unsigned long long)st.vma_queries, (unsigned long long)st.vma_skipped,
+		       (unsigned long long)st.syscalls, (unsigned long long)st.vector_entries);
+		fflush(stdout);
+		ck_assert_uint_eq(r.self.acq_write, 0);
+		if (all) {
+			ck_assert_uint_ge(r.self.acq_read, 1);
+			ck_assert_uint_eq(st.vma_queries, 0);
+			/* A crossing hint overlaps the next one (page 32): one entry. */
+			ck_assert_uint_eq(st.vma_skipped, NHINTS - ncross);
+		} else {
+			ck_assert_uint_eq(r.self.acq_read, 0);
+			ck_assert_uint_eq(st.vma_skipped, NHINTS - ncross);
+			/* One look-up per VMA a crossing hint touches: 2 each at most. */
+			ck_assert_uint_le(st.vma_queries, 2 * ncross);
+		}
+		check_zapped(&f);
+		madvx_batch_free(b);
+		teardown_fixture(&f);
+	}
+}
+END_TEST
+
 struct raw_call {
 	struct iovec *iov;
 	size_t n;
@@ -334,6 +391,8 @@ int main(void)
 		       "mmap_lock): batch tests not run\n");
 	else
 		tcase_add_test(tc, batch_flush_takes_no_mmap_lock);
+	if (pervma && vec)
+		tcase_add_test(tc, batch_flush_vouched_hints);
 	if (vec && pervma) {
 		tcase_add_test(tc, raw_vector_with_crossing_entry_takes_mmap_lock);
 		tcase_add_test(tc, raw_vector_single_vma_entries_take_no_mmap_lock);

@@ -8,7 +8,9 @@
  * private, mlocked, read-only, PROT_NONE, MAP_NORESERVE, guard pages, holes,
  * userfaultfd-armed and THP-backed ranges, pages filled with a per-page
  * pattern), a set of region claims (right and deliberately wrong) and a batch
- * of hints (every advice the engine plans, ranges inside and across VMAs and
+ * of hints, some vouched for as lying in one VMA (MADVX_HINT_ONE_VMA, right
+ * or wrong; drawn from the seed apart from the rest, so a seed replays the
+ * same layout and hints as before the vouches were added) (every advice the engine plans, ranges inside and across VMAs and
  * holes, overlapping, adjacent, duplicated, zero-length, unaligned, and
  * addresses outside the user address space). Two fresh child processes build
  * the identical layout: one applies the hints through a libmadvx batch, the
@@ -40,7 +42,7 @@
  *                              answers and page maps of every case
  *  MADVX_CONFORMANCE_SKIP      comma list of features left out (triage):
  *                              regions, uffd, thp, guard, mlock, tmpfs, far,
- *                              unaligned
+ *                              unaligned, vouch
  *  MADVX_CONFORMANCE_BUDGET_S  stop starting cases after that many seconds
  *                              (600 in the test kernel, where TCG's speed is
  *                              unknown; none elsewhere)
@@ -167,7 +169,7 @@ static struct {
 	struct cout *out;	/* two slots */
 	size_t out_len;
 	bool verbose;
-	bool no_regions, no_far, no_unaligned;
+	bool no_regions, no_far, no_unaligned, no_vouch;
 	bool selfcheck;		/* both children run the reference: the test's own noise */
 	bool serial;		/* one child after the other */
 	int alarm_s;
@@ -588,6 +590,21 @@ static void record_state(const struct spec *s)
 		close(memfd);
 }
 
+/*
+ * Is hint @i vouched for (MADVX_HINT_ONE_VMA)? A third of the cases vouch
+ * for no hint, a third for every hint, a third for each with even odds;
+ * from its own stream of the seed, so the rest of a case does not change.
+ */
+static bool hint_vouched(const struct spec *s, uint32_t i)
+{
+	uint64_t x = s->seed ^ 0x766f756368ULL, mode = splitmix(&x) % 3;
+
+	if (env.no_vouch || mode == 0)
+		return false;
+	x ^= i;
+	return mode == 1 || (splitmix(&x) & 1);
+}
+
 /* The library's side: regions, batch, results. */
 static void run_lib(const struct spec *s)
 {
@@ -605,7 +622,9 @@ static void run_lib(const struct spec *s)
 	for (uint32_t i = 0; i < s->nreg; i++)
 		madvx_region_register((void *)s->reg[i].start, s->reg[i].len, s->reg[i].flags);
 	for (uint32_t i = 0; i < s->nhint; i++)
-		me->h[i].add = madvx_batch_add(b, (void *)s->h[i].addr, s->h[i].len, s->h[i].advice);
+		me->h[i].add = madvx_batch_add_flags(b, (void *)s->h[i].addr, s->h[i].len,
+						     s->h[i].advice,
+						     hint_vouched(s, i) ? MADVX_HINT_ONE_VMA : 0);
 	me->flush = madvx_batch_flush(b);
 	res = madvx_batch_results(b, &cnt);
 	me->nres = cnt;
@@ -962,6 +981,8 @@ static void print_hint(const struct spec *s, uint32_t i)
 	else
 		printf("  hint %2u %-16s %#" PRIx64 " len %#" PRIx64, i, adv_name(h->advice),
 		       h->addr, h->len);
+	if (hint_vouched(s, i))
+		printf(" (vouched)");
 }
 
 static void print_case(const struct spec *s, const struct cout *lib, const struct cout *ref)
@@ -1187,6 +1208,7 @@ static const char *child_status(int st)
 static struct {
 	uint64_t cases, uffd, thp, guard, mlock, prot_none, holes, regions, wrong_regions;
 	uint64_t hints, rejected, err[6], stopped;	/* 0, ENOMEM, EINVAL, EFAULT, EACCES, other */
+	uint64_t vouched, wrong_vouched;	/* MADVX_HINT_ONE_VMA; not in one VMA of the layout */
 } cov;
 
 static void count_coverage(const struct spec *s, const struct cout *ref)
@@ -1221,6 +1243,15 @@ static void count_coverage(const struct spec *s, const struct cout *ref)
 		int e = ref->h[i].err;
 
 		cov.hints++;
+		if (hint_vouched(s, i)) {
+			bool one = false;
+
+			for (uint32_t k = 0; k < ref->nvma0 && k < MAX_VMAS; k++)
+				one |= ref->vma0[k].start <= s->h[i].addr &&
+				       s->h[i].addr + s->h[i].len <= ref->vma0[k].end;
+			cov.vouched++;
+			cov.wrong_vouched += !one;
+		}
 		if (ref->h[i].add < 0) {
 			cov.rejected++;
 			continue;
@@ -1242,6 +1273,8 @@ static void print_coverage(void)
 	       ", -ENOMEM %" PRIu64 ", -EINVAL %" PRIu64 ", -EFAULT %" PRIu64 ", -EACCES %" PRIu64
 	       ", other %" PRIu64 "; refused after mapped bytes %" PRIu64 "\n", cov.hints, cov.rejected,
 	       cov.err[0], cov.err[1], cov.err[2], cov.err[3], cov.err[4], cov.err[5], cov.stopped);
+	printf("conformance: coverage: %" PRIu64 " hints vouched for (MADVX_HINT_ONE_VMA), %" PRIu64
+	       " of them wrongly (not inside one VMA)\n", cov.vouched, cov.wrong_vouched);
 }
 
 /*
@@ -1467,6 +1500,7 @@ static void skip_features(void)
 	env.tmpfs &= !skipped(l, "tmpfs");
 	env.no_far = skipped(l, "far");
 	env.no_unaligned = skipped(l, "unaligned");
+	env.no_vouch = skipped(l, "vouch");
 }
 
 static void conf_setup(void)
