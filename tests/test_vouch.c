@@ -12,7 +12,7 @@
 #include <sys/syscall.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "util.h"
 #include <madvx.h>
 
 #define NPG 64
