@@ -261,11 +261,14 @@ record_versions()
 {
 	local f=$RUN_DIR/versions.txt l
 	{
-		[[ -z $DEB ]] || source_versions ""
+		if [[ -n $DEB ]]; then
+			source_versions ""
+			# The series is for the 7.3 kernels only (never applied to old).
+			echo "series $(series_hash): $(series_files | xargs -r -n1 basename | tr '\n' ' ')"
+		fi
 		for l in "$@"; do
 			[[ ! -f $RUN_DIR/versions.$l.txt ]] || cat "$RUN_DIR/versions.$l.txt"
 		done
-		echo "series $(series_hash): $(series_files | xargs -r -n1 basename | tr '\n' ' ')"
 		echo "repo $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$REPO" diff --quiet HEAD -- 2>/dev/null || echo '+dirty')"
 	} >"$f"
 	cat "$f" >&2
