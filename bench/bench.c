@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <madvx.h>
+
 #include "bench.h"
 
 #ifndef SYS_process_madvise
@@ -253,6 +255,16 @@ int bench_split_vmas(void *p, size_t len, unsigned int nvmas)
 		if (madvise((char *)p + i * piece, piece, MADV_DONTFORK))
 			return -errno;
 	return 0;
+}
+
+const char *bench_pmadv_unavailable(int advice)
+{
+	if (madvx_feature_supported(MADVX_FEAT_PROCESS_MADVISE) != 1)
+		return "no process_madvise() here";
+	if (madvx_advice_supported(advice) != 1)
+		return "process_madvise() does not take this advice here (before 6.13: "
+		       "COLD, PAGEOUT, WILLNEED, COLLAPSE only)";
+	return NULL;
 }
 
 long bench_process_madvise(const void *iov, size_t vlen, int advice)

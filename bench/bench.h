@@ -115,6 +115,16 @@ int bench_split_vmas(void *p, size_t len, unsigned int nvmas);
 /* process_madvise() on this process (PIDFD_SELF where possible); -errno on failure. */
 long bench_process_madvise(const void *iov, size_t vlen, int advice);
 
+/*
+ * Why a raw process_madvise(@advice) on this process cannot be a baseline
+ * here (a reason for bench_report_na()), or NULL when it can. Before 6.13
+ * process_madvise() takes only MADV_COLD, MADV_PAGEOUT, MADV_WILLNEED and
+ * MADV_COLLAPSE, even from the caller itself: a raw MADV_DONTNEED vector
+ * gets -EINVAL on Debian 12's 6.1. Those rows are skipped with the reason;
+ * the library's rows still run (it falls back to madvise() there).
+ */
+const char *bench_pmadv_unavailable(int advice);
+
 /* Rotate variant order per repetition: index of the i-th variant to run in rep @rep. */
 static inline unsigned int bench_order(unsigned int rep, unsigned int i, unsigned int nvariants)
 {

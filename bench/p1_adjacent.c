@@ -66,6 +66,7 @@ int bench_p1(const struct bench_opts *o)
 	struct madvx_batch_opts bo = { .size = sizeof(bo), .capacity = (uint32_t)s.pages };
 	struct bench_samples smp[NV] = { 0 }, cpu[NV] = { 0 };
 	double med[NV], mcpu[NV];
+	const char *no_pm = bench_pmadv_unavailable(MADV_DONTNEED);
 	int ret = 1;
 
 	s.p = bench_map(s.pages * PAGE);
@@ -84,6 +85,8 @@ int bench_p1(const struct bench_opts *o)
 			int v = (int)bench_order(r, i, NV);
 			uint64_t t0, c0;
 
+			if (v == V_PM1024 && no_pm)
+				continue;
 			bench_touch(s.p, s.pages * PAGE);
 			c0 = bench_thread_cpu_ns();
 			t0 = bench_now_ns();
@@ -96,6 +99,10 @@ int bench_p1(const struct bench_opts *o)
 		}
 	}
 	for (int v = 0; v < NV; v++) {
+		if (v == V_PM1024 && no_pm) {
+			bench_report_na(o, "p1", vname[v], "ns_per_page", no_pm);
+			continue;
+		}
 		med[v] = bench_median(smp[v].v, smp[v].n);
 		bench_report(o, "p1", vname[v], "ns_per_page", med[v], "ns");
 	}
@@ -103,6 +110,8 @@ int bench_p1(const struct bench_opts *o)
 	bench_report(o, "p1", "libmadvx", "speedup_vs_madvise_loop", med[V_LOOP] / med[V_LIB], "x");
 	/* The same on the thread's CPU time: immune to preemption by other load. */
 	for (int v = 0; v < NV; v++) {
+		if (v == V_PM1024 && no_pm)
+			continue;
 		mcpu[v] = bench_median(cpu[v].v, cpu[v].n);
 		bench_report(o, "p1", vname[v], "cpu_ns_per_page", mcpu[v], "ns");
 	}

@@ -19,6 +19,7 @@
 #include <sched.h>
 #include <unistd.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -141,6 +142,14 @@ static int variant(struct p3 *s, int v)
 	return -1;
 }
 
+/* Why the raw process_madvise() rows cannot run here, or NULL (bench_pmadv_unavailable()). */
+static const char *no_pm;
+
+static bool skipped(int v)
+{
+	return no_pm && (v == V_RAW || v == V_BASE);
+}
+
 struct traced {
 	struct p3 *s;
 	int v;
@@ -185,6 +194,8 @@ static void lock_rows(const struct bench_opts *o, struct p3 *s, struct locktrace
 			struct traced t = { s, (int)bench_order(r, i, NV) };
 			struct locktrace_result res;
 
+			if (skipped(t.v))
+				continue;
 			touch_hinted(s);
 			if (locktrace_measure(&lt, traced_cb, &t, &res))
 				continue;
@@ -195,6 +206,10 @@ static void lock_rows(const struct bench_opts *o, struct p3 *s, struct locktrace
 		}
 	}
 	for (int v = 0; v < NV; v++) {
+		if (skipped(v)) {
+			bench_report_na(o, "p3", vname[v], "mmap_lock_acq_per_call", no_pm);
+			continue;
+		}
 		bench_report(o, "p3", vname[v], "mmap_lock_acq_per_call",
 			     bench_median(acq[v].v, acq[v].n), "count");
 		bench_report(o, "p3", vname[v], "mmap_lock_held_share",
@@ -228,6 +243,7 @@ int bench_p3(const struct bench_opts *o)
 	int lt_ret;
 	int ret = 1;
 
+	no_pm = bench_pmadv_unavailable(MADV_DONTNEED);
 	/* Before the mappings: the tracefs helper is a fork(), which would
 	 * write-protect them for copy-on-write. */
 	lt_ret = locktrace_open(&lt);
@@ -250,6 +266,8 @@ int bench_p3(const struct bench_opts *o)
 			int v = (int)bench_order(r, i, NV);
 			uint64_t t0, t1, c0, c1;
 
+			if (skipped(v))
+				continue;
 			touch_hinted(&s);
 			c0 = atomic_load(&bg_iters);
 			t0 = bench_now_ns();
@@ -272,6 +290,11 @@ int bench_p3(const struct bench_opts *o)
 	 * the machine keeps the thread off a CPU in most calls).
 	 */
 	for (int v = 0; v < NV; v++) {
+		if (skipped(v)) {
+			rate[v] = 0;
+			bench_report_na(o, "p3", vname[v], "bg_iters_per_ms", no_pm);
+			continue;
+		}
 		rate[v] = (double)bg_n[v] / ((double)bg_t[v] / 1e6);
 		bench_report(o, "p3", vname[v], "bg_iters_per_ms_median",
 			     bench_median(bgr[v].v, bgr[v].n), "iter/ms");
@@ -281,7 +304,7 @@ int bench_p3(const struct bench_opts *o)
 		bench_report(o, "p3", vname[v], "bg_iters_per_ms", rate[v], "iter/ms");
 	}
 	if (!rate[V_BASE]) {
-		bench_report_na(o, "p3", "libmadvx", "bg_progress_vs_baseline",
+		bench_report_na(o, "p3", "libmadvx", "bg_progress_vs_baseline", no_pm ? no_pm :
 				"the background thread made no progress in the baseline");
 		ret = s.err;
 		goto out;

@@ -227,6 +227,8 @@ static int setup(struct p4 *s)
 
 	for (int v = 0; v < NV; v++)
 		s->avail[v] = true;
+	s->why[V_PM] = bench_pmadv_unavailable(MADV_DONTNEED);
+	s->avail[V_PM] = !s->why[V_PM];
 	ao.backend = MADVX_ASYNC_THREAD;
 	if (madvx_async_create(&ao, &s->as_thread))
 		return -1;

@@ -284,7 +284,9 @@ MADVX_API int madvx_kernel_info_get(struct madvx_kernel_info *info);
  *    that VMA;
  *  - otherwise, where part of the range is unmapped, the mapped parts are
  *    advised: err = -ENOMEM, done = mapped bytes. MADV_POPULATE_READ/WRITE
- *    stop at the first hole instead (done = mapped bytes below it);
+ *    stop at the first hole instead (done = mapped bytes below it) on
+ *    kernels that do (6.10 and later; 6.1 walks past holes like the other
+ *    advices): the library asks the kernel which, it does not assume;
  *  - otherwise err = 0 and done = len rounded up to pages.
  *
  * When a merged or split kernel entry fails, the flush re-applies its hints

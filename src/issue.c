@@ -33,8 +33,14 @@ static _Atomic bool pmadv_broken;	/* ENOSYS/EBADF: madvise() from now on */
 
 static bool stops_at_holes(int advice)
 {
-	/* madvise_populate() gives up at the first hole; the others walk past. */
-	return advice == MADV_POPULATE_READ || advice == MADV_POPULATE_WRITE;
+	/*
+	 * Since 6.10 madvise_populate() gives up at the first hole; before,
+	 * and for every other advice, madvise() walks past holes (-ENOMEM at
+	 * the end unless a later VMA fails first). Which one this kernel does
+	 * is asked the first time a POPULATE hint meets a hole, never before.
+	 */
+	return (advice == MADV_POPULATE_READ || advice == MADV_POPULATE_WRITE) &&
+	       __madvx_populate_stops_at_holes();
 }
 
 /* madvise(2) of one range, or for a target its one-entry process_madvise(). */

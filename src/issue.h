@@ -10,7 +10,8 @@ MADVX_HIDDEN void __madvx_issue_planned(struct madvx_batch *b, int advice, uint3
 
 /*
  * [start, start + len) is unmapped for the hints at positions first..last:
- * credited -ENOMEM (POPULATE_*: the hint stops there).
+ * credited -ENOMEM (POPULATE_* where the kernel stops at holes, 6.10+: the
+ * hint stops there; see __madvx_populate_stops_at_holes()).
  */
 MADVX_HIDDEN void __madvx_credit_hole(struct madvx_batch *b, int advice, bool via_sorted,
 				    uint32_t first, uint32_t last, uint64_t start,

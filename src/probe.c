@@ -274,6 +274,68 @@ static long madv_scratch(int advice)
 }
 
 /*
+ * Does MADV_POPULATE_(READ|WRITE) stop at the first hole of its range?
+ * Since 6.10 (fa9fcd8bb6e4, "mm/madvise: don't perform madvise VMA walk for
+ * MADV_POPULATE_(READ|WRITE)") the kernel populates the whole range in one
+ * walk of its own and fails with -ENOMEM at the first unmapped page, leaving
+ * everything above it alone. Before (6.1, Debian 12's kernel), populate ran
+ * VMA by VMA inside madvise's common walk, which steps over holes as for
+ * every other advice: the VMAs above a hole are populated, and a later
+ * VMA's error (-EINVAL for VM_PFNMAP/VM_IO, ...) wins over the hole's
+ * -ENOMEM. Stable kernels may carry either, so the version cannot tell: the
+ * kernel is asked, on the first POPULATE hint that meets a hole (never on
+ * another advice's path: the first-flush system-call budget of a DONTNEED
+ * batch stays as it is). Three scratch pages, the middle one unmapped,
+ * POPULATE_WRITE across: is the third one resident?
+ *
+ * Lock-free, because the first caller may be a flush in a signal handler:
+ * two racing first callers both probe and find the same answer. Costs mmap,
+ * munmap, madvise, mincore and two munmaps, once per process.
+ */
+static _Atomic int populate_holes;	/* 0 not asked, 1 stops at holes, 2 walks past */
+
+static int ask_populate_holes(uint32_t version)
+{
+	size_t ps = madvx_page_size();
+	unsigned char vec = 0;
+	int v = 0;
+	long ret;
+	char *p = mmap(NULL, 3 * ps, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return version >= MADVX_KVER(6, 10, 0) ? 1 : 2;
+	munmap(p + ps, ps);
+	ret = __madvx_sys_madvise((uintptr_t)p, 3 * ps, MADV_POPULATE_WRITE);
+	if (ret == -ENOMEM && mincore(p + 2 * ps, ps, &vec) == 0)
+		v = (vec & 1) ? 2 : 1;
+	else if (ret == -EINVAL)
+		v = 1;		/* no POPULATE at all: every such hint gets -EINVAL */
+	munmap(p, ps);
+	munmap(p + 2 * ps, ps);
+	/*
+	 * Anything else (0: another thread mapped the hole meanwhile; mincore
+	 * refused) is no answer: go by the version this once, ask next time.
+	 */
+	return v ? v : -(version >= MADVX_KVER(6, 10, 0) ? 1 : 2);
+}
+
+bool __madvx_populate_stops_at_holes(void)
+{
+	int v = atomic_load_explicit(&populate_holes, memory_order_relaxed);
+	int saved = errno;
+
+	if (likely(v))
+		return v == 1;
+	v = ask_populate_holes(__madvx_probe()->version);
+	errno = saved;
+	if (v < 0)
+		return v == -1;
+	atomic_store_explicit(&populate_holes, v, memory_order_relaxed);
+	return v == 1;
+}
+
+/*
  * per_vma_cold_pageout and per_vma_uffd: MADVX_ASSUME wins, else the boot
  * cache; without either they stay off, and on a kernel without per-VMA locks
  * they are off whatever either says.

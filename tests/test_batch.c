@@ -357,7 +357,7 @@ START_TEST(plan_merges_and_splits)
 	ck_assert_uint_eq(st.failed, 1);
 	ck_assert_uint_eq(st.errors[ENOMEM], 1);
 	ck_assert_uint_eq(st.bytes, 62 * pg);
-	if (madvx_feature_supported(MADVX_FEAT_PROCESS_MADVISE) == 1) {
+	if (test_self_pmadv(MADV_DONTNEED, "one vector of four entries")) {
 		/* [0,10) [10,15) [15,30) [32,64): one vector of four entries. */
 		ck_assert_uint_eq(st.syscalls, 1);
 		ck_assert_uint_eq(st.vector_entries, 4);
@@ -696,7 +696,7 @@ static void uffd_region_fallbacks(unsigned int flags, uint64_t want)
 	ck_assert_int_eq(madvx_batch_flush(b), 0);
 	ck_assert_int_eq(madvx_batch_stats(b, &st), 0);
 	ck_assert_uint_eq(st.fallback_entries, want);
-	if (madvx_feature_supported(MADVX_FEAT_PROCESS_MADVISE) == 1)
+	if (test_self_pmadv(MADV_DONTNEED, "system calls of a vector with a fallback entry"))
 		ck_assert_uint_eq(st.syscalls, want == 1 ? 2 : 1);
 	ck_assert(test_page_zero(a) && test_page_zero(u + 7 * pg));
 	ck_assert_int_eq(madvx_region_unregister(u), 0);
@@ -843,7 +843,7 @@ static void runtime_rejection(int err)
 {
 	struct madvx_stats st = { .size = sizeof(st) };
 
-	if (madvx_feature_supported(MADVX_FEAT_PROCESS_MADVISE) != 1)
+	if (!test_self_pmadv(MADV_DONTNEED, "a run-time refusal of process_madvise()"))
 		return;		/* nothing to take away */
 	deny_process_madvise(err);
 	/* First flush: one refused vector call, then madvise() for each entry. */

@@ -200,7 +200,16 @@ static void child_zaps_own_page(void)
 
 static void parent_pidfd_then_fork(void)
 {
-	int fd = __madvx_self_pidfd();
+	int fd;
+
+	/*
+	 * The child sees through the pidfd with a DONTNEED that zaps a page.
+	 * Asked here, in the process whose MADVX_DISABLE has pidfd_self: the
+	 * probe runs once per process.
+	 */
+	if (!test_self_pmadv(MADV_DONTNEED, "pidfd_is_reopened_after_fork"))
+		_exit(0);
+	fd = __madvx_self_pidfd();
 
 	if (fd < 0)
 		_exit(madvx_feature_supported(MADVX_FEAT_PIDFD_OPEN) ? 50 : 0);

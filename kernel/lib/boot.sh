@@ -132,17 +132,24 @@ expected_tests()
 
 # judge <run dir> <expected file> <labels...>: print the table and verdict;
 # return 0 only if the run is clean.  The first label is the reference
-# (base) kernel for the kselftest regression rule.
+# (base) kernel for the kselftest regression rule.  A kernel with its own
+# list (<run dir>/expected.<label>, see variant_skip) is judged on that
+# list; the table shows "-" for a test it does not run.
 judge()
 {
 	local dir=$1 expected=$2
 	shift 2
 	local labels=("$@") l t v rc secs ref bad=0 npass=0 nfail=0 nskip=0 w=28 rv
-	local -A R
+	local -A R E X
 	for l in "${labels[@]}"; do
 		while read -r t v rc secs; do
 			R[$l/$t]="$v $rc $secs"
 		done <"$dir/$l.results"
+		X[$l]=$expected
+		[[ -f $dir/expected.$l ]] && X[$l]=$dir/expected.$l
+		while read -r t; do
+			E[$l/$t]=1
+		done <"${X[$l]}"
 	done
 	# Table.
 	while read -r t; do ((${#t} > w)) && w=${#t}; done <"$expected"
@@ -156,7 +163,9 @@ judge()
 		while read -r t; do
 			printf "%-${w}s" "$t"
 			for l in "${labels[@]}"; do
-				if [[ -n ${R[$l/$t]:-} ]]; then
+				if [[ -z ${E[$l/$t]:-} ]]; then
+					printf ' | %-20s' "-"
+				elif [[ -n ${R[$l/$t]:-} ]]; then
 					read -r v rc secs <<<"${R[$l/$t]}"
 					printf ' | %-20s' "$v rc=$rc ${secs}s"
 				else
@@ -200,7 +209,7 @@ judge()
 					echo "FAIL: $t is $v on $l"
 					bad=1
 				fi
-			done <"$expected"
+			done <"${X[$l]}"
 			if [[ -s $dir/$l.problems ]]; then
 				sed "s/^/FAIL: $l: /" "$dir/$l.problems"
 				bad=1
@@ -236,13 +245,30 @@ new_run_dir()
 	ln -sfn "$RUN_DIR" "$CACHE/runs/latest"
 }
 
+# source_versions LABEL: the package and .deb of the current source
+# (use_source), the lines prefixed with "LABEL: " unless LABEL is empty
+# (the old kernel's, since one run can boot both).
+source_versions()
+{
+	local prefix=""
+	[[ -z $1 ]] || prefix="$1: "
+	echo "${prefix}package $MADVX_KERNEL_PACKAGE $DEBVER (Linux $(kernel_version "$SRC_PRISTINE"))"
+	echo "${prefix}deb $(basename "$DEB") sha256 $(cut -d' ' -f1 "$DEB.sha256" 2>/dev/null || echo '?')"
+}
+
+# record_versions LABELS...: what this run booted, in versions.txt.
 record_versions()
 {
-	local f=$RUN_DIR/versions.txt
+	local f=$RUN_DIR/versions.txt l
 	{
-		echo "package $MADVX_KERNEL_PACKAGE $DEBVER (Linux $(kernel_version "$SRC_PRISTINE"))"
-		echo "deb $(basename "$DEB") sha256 $(cut -d' ' -f1 "$DEB.sha256" 2>/dev/null || echo '?')"
-		echo "series $(series_hash): $(series_files | xargs -r -n1 basename | tr '\n' ' ')"
+		if [[ -n $DEB ]]; then
+			source_versions ""
+			# The series is for the 7.3 kernels only (never applied to old).
+			echo "series $(series_hash): $(series_files | xargs -r -n1 basename | tr '\n' ' ')"
+		fi
+		for l in "$@"; do
+			[[ ! -f $RUN_DIR/versions.$l.txt ]] || cat "$RUN_DIR/versions.$l.txt"
+		done
 		echo "repo $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$REPO" diff --quiet HEAD -- 2>/dev/null || echo '+dirty')"
 	} >"$f"
 	cat "$f" >&2

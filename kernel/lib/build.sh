@@ -8,6 +8,9 @@
 #   nopvl-base, nopvl-patched
 #            as base and patched, + nopvl.config: a uniprocessor kernel,
 #            hence without CONFIG_PER_VMA_LOCK (test --full)
+#   old      the OLD source (Debian 12's 6.1.x, issue 24), pristine,
+#            base.config + old.config; the series is for 7.3 and is never
+#            applied to it (test --kernels old, test --full)
 #
 # Build dirs are per variant ($CACHE/build/<debver>/<variant>) and stamped
 # with a key: sha256 of (package version, series, fragments, BUILD_FORMAT).
@@ -43,7 +46,7 @@ series_hash()
 	(for p in $files; do basename "$p"; sha256sum <"$p"; done) | sha256sum | cut -c1-16
 }
 
-VARIANTS="base patched debug nopvl-base nopvl-patched"
+VARIANTS="base patched debug nopvl-base nopvl-patched old"
 
 variant_fragments()
 {
@@ -51,6 +54,7 @@ variant_fragments()
 	base | patched) echo "$KDIR/config/base.config" ;;
 	debug) echo "$KDIR/config/base.config $KDIR/config/debug.config" ;;
 	nopvl-base | nopvl-patched) echo "$KDIR/config/base.config $KDIR/config/nopvl.config" ;;
+	old) echo "$KDIR/config/base.config $KDIR/config/old.config" ;;
 	*) die "unknown variant '$1' ($VARIANTS)" ;;
 	esac
 }
@@ -58,7 +62,16 @@ variant_fragments()
 # Does the variant run the pristine source?
 variant_is_base()
 {
-	[[ $1 = base || $1 = nopvl-base ]]
+	[[ $1 = base || $1 = nopvl-base || $1 = old ]]
+}
+
+# The source (use_source) a variant is built from.
+variant_source()
+{
+	case $1 in
+	old) echo old ;;
+	*) echo new ;;
+	esac
 }
 
 variant_series()
@@ -307,14 +320,13 @@ cmd_build()
 		case $1 in
 		--variant) variants+=("$2"); shift ;;
 		--variant=*) variants+=("${1#*=}") ;;
-		base | patched | debug | nopvl-base | nopvl-patched) variants+=("$1") ;;
+		base | patched | debug | nopvl-base | nopvl-patched | old) variants+=("$1") ;;
 		*) die "build: unknown argument $1" ;;
 		esac
 		shift
 	done
 	((${#variants[@]})) || variants=(base debug)
-	cmd_fetch
 	for v in "${variants[@]}"; do
-		build_variant "$v"
+		kernel_for "$v"
 	done
 }

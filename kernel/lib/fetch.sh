@@ -6,16 +6,60 @@
 # one this machine's apt already uses; we derive it at run time and never
 # write it into the tree.
 
+# Sources: "new" (the pinned 7.3 of base.conf, cache $MADVX_KERNEL_CACHE)
+# and "old" (6.1, issue 24, cache $MADVX_KERNEL_OLD_CACHE).  use_source
+# switches the globals every function of fetch.sh and build.sh reads
+# (CACHE, MADVX_KERNEL_*), and forgets the fetched state (DEB, DEBVER,
+# SRC_PRISTINE): call cmd_fetch after it.  kernel/run uses the old source
+# only in a subshell (kernel_for, versions), so the run dir, initramfs and
+# locks of a run stay in the main cache.
+MAIN_CACHE=$CACHE
+OLD_CACHE=${MADVX_KERNEL_OLD_CACHE:-/var/cache/madvx-kernel-old}
+MAIN_PACKAGE=$MADVX_KERNEL_PACKAGE
+MAIN_SERIES=$MADVX_KERNEL_SERIES
+MAIN_SUITE=$MADVX_KERNEL_SUITE
+MAIN_COMPONENT=$MADVX_KERNEL_COMPONENT
+MIRROR_SUITE=""
+SOURCE=new
+DEB=${DEB:-} DEBVER=${DEBVER:-} KVER=${KVER:-} SRC_PRISTINE=${SRC_PRISTINE:-} SRC_PATCHED=${SRC_PATCHED:-}
+
+use_source()
+{
+	case $1 in
+	new)
+		CACHE=$MAIN_CACHE MADVX_KERNEL_PACKAGE=$MAIN_PACKAGE
+		MADVX_KERNEL_SERIES=$MAIN_SERIES MADVX_KERNEL_SUITE=$MAIN_SUITE
+		MADVX_KERNEL_COMPONENT=$MAIN_COMPONENT MIRROR_SUITE=""
+		;;
+	old)
+		CACHE=$OLD_CACHE MADVX_KERNEL_PACKAGE=$MADVX_OLD_PACKAGE
+		MADVX_KERNEL_SERIES=$MADVX_OLD_SERIES MADVX_KERNEL_SUITE=$MADVX_OLD_SUITE
+		MADVX_KERNEL_COMPONENT=$MADVX_OLD_COMPONENT MIRROR_SUITE=$MADVX_OLD_MIRROR_SUITE
+		;;
+	*) die "unknown kernel source '$1'" ;;
+	esac
+	# shellcheck disable=SC2034 # read by kernel_for (zz-main.sh)
+	SOURCE=$1
+	DEB="" DEBVER="" KVER="" SRC_PRISTINE="" SRC_PATCHED=""
+	mkdir -p "$CACHE"
+}
+
 # Print the Debian mirror URI this machine's apt configuration uses for the
-# main archive (the stanza whose suites include the release codename).
+# main archive (the stanza whose suites include the release codename), or
+# for $MIRROR_SUITE when set (the old source: "bookworm-security" is on the
+# security mirror, a stanza of its own).
 debian_mirror_uri()
 {
 	local codename f uri
-	if [[ -n ${MADVX_DEBIAN_MIRROR:-} ]]; then
+	if [[ -z $MIRROR_SUITE && -n ${MADVX_DEBIAN_MIRROR:-} ]]; then
 		echo "$MADVX_DEBIAN_MIRROR"
 		return
 	fi
-	codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+	if [[ -n $MIRROR_SUITE && -n ${MADVX_DEBIAN_SECURITY_MIRROR:-} ]]; then
+		echo "$MADVX_DEBIAN_SECURITY_MIRROR"
+		return
+	fi
+	codename=${MIRROR_SUITE:-$(. /etc/os-release && echo "${VERSION_CODENAME:-}")}
 	[[ -n $codename ]] || die "cannot read VERSION_CODENAME from /etc/os-release"
 	# deb822 *.sources: a stanza is a paragraph; take URIs of one that
 	# lists "$codename" itself (not -security / -updates) in Suites.
@@ -57,7 +101,7 @@ debian_mirror_uri()
 			return
 		fi
 	done
-	die "no Debian mirror for '$codename' found in the apt configuration (set MADVX_DEBIAN_MIRROR)"
+	die "no Debian mirror for '$codename' found in the apt configuration (set MADVX_DEBIAN_MIRROR${MIRROR_SUITE:+ / MADVX_DEBIAN_SECURITY_MIRROR})"
 }
 
 # apt-get with our private state.

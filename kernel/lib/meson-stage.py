@@ -37,15 +37,37 @@ def guest_tests(build, repo):
             notes.append("%s: %s is not built by meson (host-only, not run in the guest)"
                          % (t["name"], exe))
             continue
-        # The MADVX_DISABLE variants of the conformance suite exercise the
-        # library's planner, which is the same on every kernel: the host runs
-        # them; the guest runs the main slice against its own kernel.
-        if t["name"].startswith("conformance_"):
-            notes.append("%s: planner variant, host-only (the guest runs 'conformance')"
-                         % t["name"])
-            continue
         res.append((t["name"], exe, t))
     return res, notes
+
+
+def group_of(name, exe, build):
+    """The guest group of a meson test (kernel/README.md, "Guest and results").
+
+    The MADVX_DISABLE and sandbox variants of the conformance suite (and
+    madvx-probe --verify, staged apart) form the "compat" group: on 7.3 the
+    host runs them (the planner's fallbacks are the same code everywhere);
+    the old kernel, whose answers differ from the planner's defaults, runs
+    them in the guest (kernel/run: variant_skip).
+    """
+    if name.startswith("conformance_"):
+        return "compat"
+    if os.path.relpath(exe, build).startswith("examples" + os.sep):
+        return "example"
+    return "lib"
+
+
+# madvx-probe linked statically (tools/meson.build), run in the guest as
+# compat/probe_verify: the kernel's answers and the measured lock of every
+# advice beside the library's prediction; exit 1 if any differs.
+PROBE_TARGET = "madvx-probe-static"
+
+
+def probe_static(build):
+    for tg in introspect(build, "targets"):
+        if tg["name"] == PROBE_TARGET and tg["type"] == "executable":
+            return tg["filename"][0]
+    return None
 
 
 def examples(build, repo):
@@ -75,6 +97,9 @@ def main():
     if mode == "targets":
         outs = {os.path.relpath(e, build) for _, e, _ in tests}
         outs |= {os.path.relpath(f, build) for _, f in exs}
+        probe = probe_static(build)
+        if probe:
+            outs.add(os.path.relpath(probe, build))
         print("\n".join(sorted(outs)))
         return 0
     stage, mult = sys.argv[4], int(sys.argv[5])
@@ -106,6 +131,11 @@ def main():
         # libcheck's per-test timeouts (4 s by default) are for the host:
         # stretch them like ours for TCG.
         envd.setdefault("CK_TIMEOUT_MULTIPLIER", str(mult * 2))
+        # The compat slice (seven conformance variants) is bounded in
+        # time, 90 s of cases each, so that the old kernel's boot stays
+        # near half an hour (the main slice keeps its own 240 s budget).
+        if group_of(name, exe, build) == "compat":
+            envd.setdefault("MADVX_CONFORMANCE_BUDGET_S", "90")
         env = " ".join("%s=%s" % (k, v) for k, v in sorted(envd.items())
                        if not any(c in v for c in " \t") and k != "MALLOC_PERTURB_") or "-"
         timeout = int(t.get("timeout") or 30)
@@ -114,8 +144,8 @@ def main():
         timeout = min(timeout * mult, 900) if timeout > 0 else 900
         dst = "/madvx/lib/" + os.path.basename(exe)
         shutil.copy2(exe, stage + dst)
-        group = "example" if os.path.relpath(exe, build).startswith("examples" + os.sep) else "lib"
-        lines.append([group, gname, str(timeout), "77", "/tmp", env, " ".join([dst] + args)])
+        lines.append([group_of(name, exe, build), gname, str(timeout), "77", "/tmp", env,
+                      " ".join([dst] + args)])
     # Examples registered as meson tests ran above, with their arguments;
     # the others run without arguments.
     covered = {os.path.abspath(e) for _, e, _ in tests}
@@ -129,6 +159,16 @@ def main():
         dst = "/madvx/examples/" + os.path.basename(f)
         shutil.copy2(f, stage + dst)
         lines.append(["example", name, str(60 * mult), "77", "/tmp", "-", dst])
+    probe = probe_static(build)
+    if probe and os.path.isfile(probe) and static_elf(probe):
+        dst = "/madvx/lib/madvx-probe"
+        shutil.copy2(probe, stage + dst)
+        lines.append(["compat", "probe_verify", str(120 * mult), "77", "/tmp", "-",
+                      dst + " --verify"])
+    elif probe:
+        dropped.append("madvx-probe --verify: %s did not link statically"
+                       % os.path.relpath(probe, build))
+        lines.append(["compat", "probe_verify", "0", "77", "/tmp", "-", "NOT-STATIC"])
     with open(os.path.join(stage, "madvx", "lib.list"), "w") as out:
         for ln in lines:
             out.write("\t".join(ln) + "\n")

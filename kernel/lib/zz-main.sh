@@ -10,23 +10,25 @@ usage: kernel/run [COMMAND] [OPTIONS]
             boot both kernels, run every test in each, print a summary;
             non-zero exit on any failure, missing result or kernel splat
               --kernels LIST   variants to boot, first = reference
-                               (default base,debug; also: patched)
+                               (default base,debug; also: patched,
+                               nopvl-base, nopvl-patched, old)
               --only GLOBS     run only these tests (comma separated globs on
                                name, group/name or group: lib, example, ksft)
               --skip GLOBS     do not run these tests
               --serial         boot the kernels one after the other
                                (default: at the same time)
-              --full           the full matrix: base, debug, and the
+              --full           the full matrix: base, debug, the
                                uniprocessor kernels without
                                CONFIG_PER_VMA_LOCK, nopvl-base and
-                               nopvl-patched (not CI: two more builds)
+                               nopvl-patched, and old (Debian 12's
+                               6.1; not CI: three more builds)
   exec      boot a kernel and run one static binary in it, print its output
               --kernel LIST    variants (default debug; "all" = base,patched,debug)
               --timeout S      per-binary timeout in the guest (default 300)
               BINARY [ARGS...] (arguments without spaces)
   shell     boot a kernel with a busybox shell on this terminal
               --kernel VARIANT (default debug)
-  build     [base|patched|debug|nopvl-base|nopvl-patched ...]
+  build     [base|patched|debug|nopvl-base|nopvl-patched|old ...]
                               build kernels (default base debug)
   bisect    every prefix of the series: build the kernels, W=1-check the
             C files the prefix touches, boot them and run the tests
@@ -53,9 +55,12 @@ usage: kernel/run [COMMAND] [OPTIONS]
   parse LOG                   judge a captured serial log
 
 environment: MADVX_KERNEL_CACHE (default /var/cache/madvx-kernel),
+  MADVX_KERNEL_OLD_CACHE (default /var/cache/madvx-kernel-old: the old
+  kernel's apt state, .deb, source and build dirs),
   MADVX_KERNEL_PATCHES (default kernel/patches), MADVX_KERNEL_JOBS (2),
   MADVX_KERNEL_TIMEOUT_MULT (5), MADVX_KERNEL_BOOT_TIMEOUT (3000),
-  MADVX_DEBIAN_MIRROR (default: derived from the apt configuration)
+  MADVX_DEBIAN_MIRROR, MADVX_DEBIAN_SECURITY_MIRROR (default: derived
+  from the apt configuration)
 EOF
 }
 
@@ -113,15 +118,57 @@ cmd_deps()
 	log "deps: installed in $((SECONDS - t0)) s"
 }
 
-# Kernel for a variant, building it if needed; sets BZIMAGE.
+# Kernel for a variant, fetching its source and building it if needed;
+# sets BZIMAGE for a variant of the main source.  A variant of the old
+# source is fetched (its .deb verified again) and built in a subshell with
+# that source's globals, so the caller's CACHE and DEB stay the main ones:
+# pass a path as $2 to get its bzImage.
 kernel_for()
 {
-	build_variant "$@"
+	if [[ $(variant_source "$1") = "$SOURCE" ]]; then
+		[[ -n $DEB ]] || cmd_fetch
+		build_variant "$@"
+		return
+	fi
+	(
+		use_source "$(variant_source "$1")"
+		cmd_fetch
+		build_variant "$@"
+		# The run's record of this source (record_versions).
+		[[ -z ${2:-} ]] || source_versions "$1" >"$(dirname "$2")/versions.$1.txt"
+	) || exit 1
+}
+
+# Globs a variant does not run by default (madvx.skip on its command line):
+# the mm kselftests are built from the 7.3 tree for 7.3 (their UAPI, their
+# expectations: process_madv tests PIDFD_SELF, uffd-unit-tests MOVE) and do
+# not run on the old kernel; the "compat" group (the conformance suite
+# under every MADVX_DISABLE variant and madvx-probe --verify) runs only on
+# the old kernel, where the kernel itself differs from the planner's
+# defaults - on 7.3 the host runs those variants already.
+variant_skip()
+{
+	case $1 in
+	old) echo ksft ;;
+	*) echo compat ;;
+	esac
+}
+
+# Does the comma-separated kernel list $1 need the main (7.3) source?
+needs_main_source()
+{
+	local k labels
+	IFS=, read -r -a labels <<<"$1"
+	for k in "${labels[@]}"; do
+		[[ $(variant_source "$k") = new ]] && return 0
+	done
+	return 1
 }
 
 cmd_test()
 {
 	local kernels=base,debug only="" skip="" k labels=() rc=0 t0=$SECONDS cmdline serial=0
+	local -A kskip=()
 	while (($#)); do
 		case $1 in
 		--kernels) kernels=$2; shift ;;
@@ -131,26 +178,43 @@ cmd_test()
 		--skip) skip=$2; shift ;;
 		--skip=*) skip=${1#*=} ;;
 		--serial) serial=1 ;;
-		--full) kernels=base,debug,nopvl-base,nopvl-patched ;;
+		--full) kernels=base,debug,nopvl-base,nopvl-patched,old ;;
 		-h | --help) usage; return 0 ;;
 		*) die "test: unknown argument $1" ;;
 		esac
 		shift
 	done
 	cmd_deps
-	cmd_fetch
 	IFS=, read -r -a labels <<<"$kernels"
+	for k in "${labels[@]}"; do
+		variant_fragments "$k" >/dev/null
+	done
+	# Only the old kernel: no 7.3 source, no kselftests (variant_skip).
+	if needs_main_source "$kernels"; then
+		cmd_fetch
+	else
+		# shellcheck disable=SC2034 # read by build_initramfs (guest.sh)
+		INITRAMFS_KSFT=0
+	fi
 	new_run_dir
 	for k in "${labels[@]}"; do
 		kernel_for "$k" "$RUN_DIR/$k.bzImage"
 	done
 	build_initramfs "$RUN_DIR"
-	record_versions
-	expected_tests "$RUN_DIR/tests.list" "$only" "$skip" >"$RUN_DIR/expected"
-	[[ -s $RUN_DIR/expected ]] || die "no test selected"
+	record_versions "${labels[@]}"
+	# Each kernel runs the selection minus its own default skips; the
+	# table shows the union ("-" where a kernel does not run a test).
+	: >"$RUN_DIR/expected"
+	for k in "${labels[@]}"; do
+		kskip[$k]=$(variant_skip "$k")${skip:+,$skip}
+		expected_tests "$RUN_DIR/tests.list" "$only" "${kskip[$k]}" >"$RUN_DIR/expected.$k"
+		[[ -s $RUN_DIR/expected.$k ]] || die "no test selected for $k"
+		cat "$RUN_DIR/expected.$k" >>"$RUN_DIR/expected"
+	done
+	awk '!seen[$0]++' "$RUN_DIR/expected" >"$RUN_DIR/expected.tmp"
+	mv "$RUN_DIR/expected.tmp" "$RUN_DIR/expected"
 	cmdline=""
 	[[ -n $only ]] && cmdline+=" madvx.only=$only"
-	[[ -n $skip ]] && cmdline+=" madvx.skip=$skip"
 	log "build phase done in $((SECONDS - t0)) s"
 	# The kernels boot at the same time by default: a TCG guest running
 	# mostly single-threaded tests keeps about one host core busy, so two
@@ -158,12 +222,14 @@ cmd_test()
 	# same host load.  --serial boots them one after the other.
 	local b0=$SECONDS pids=()
 	for k in "${labels[@]}"; do
-		log "boot $k: $(wc -l <"$RUN_DIR/expected") tests, serial log $RUN_DIR/$k.serial"
+		log "boot $k: $(wc -l <"$RUN_DIR/expected.$k") tests, serial log $RUN_DIR/$k.serial"
 		if ((serial)); then
-			boot_kernel "$RUN_DIR/$k.bzImage" "$RUN_DIR/initramfs.cpio.gz" "$RUN_DIR/$k.serial" "$cmdline" || true
+			boot_kernel "$RUN_DIR/$k.bzImage" "$RUN_DIR/initramfs.cpio.gz" "$RUN_DIR/$k.serial" \
+				"$cmdline madvx.skip=${kskip[$k]}" || true
 			log "boot $k: done after $((SECONDS - b0)) s"
 		else
-			boot_kernel "$RUN_DIR/$k.bzImage" "$RUN_DIR/initramfs.cpio.gz" "$RUN_DIR/$k.serial" "$cmdline" &
+			boot_kernel "$RUN_DIR/$k.bzImage" "$RUN_DIR/initramfs.cpio.gz" "$RUN_DIR/$k.serial" \
+				"$cmdline madvx.skip=${kskip[$k]}" &
 			pids+=($!)
 		fi
 	done
@@ -247,14 +313,14 @@ cmd_exec()
 	# shellcheck disable=SC2034 # as above
 	EXTRA_ARGS=("$*")
 	cmd_deps
-	cmd_fetch
+	needs_main_source "$kernels" && cmd_fetch
 	IFS=, read -r -a labels <<<"$kernels"
 	new_run_dir
 	for k in "${labels[@]}"; do
 		kernel_for "$k" "$RUN_DIR/$k.bzImage"
 	done
 	build_min_initramfs "$RUN_DIR/min.cpio.gz"
-	record_versions
+	record_versions "${labels[@]}"
 	build_extra_archive "$RUN_DIR/extra.cpio.gz"
 	cat "$RUN_DIR/min.cpio.gz" "$RUN_DIR/extra.cpio.gz" >"$RUN_DIR/initramfs.cpio.gz"
 	echo "extra/$name" >"$RUN_DIR/expected"
@@ -285,7 +351,6 @@ cmd_shell()
 		shift
 	done
 	cmd_deps
-	cmd_fetch
 	local tmp
 	tmp=$(mktemp -d)
 	kernel_for "$k" "$tmp/bzImage"
