@@ -67,6 +67,13 @@ MADVX_HIDDEN void __madvx_feature_demote(enum madvx_feature feat);
 MADVX_HIDDEN uint64_t __madvx_pmadv_advices(void);
 
 /*
+ * Does MADV_POPULATE_(READ|WRITE) stop at the first hole of its range (6.10+)
+ * or walk past it like the other advices (before)? Asked of the kernel on
+ * the first call (a scratch mapping; see probe.c), async-signal-safe.
+ */
+MADVX_HIDDEN bool __madvx_populate_stops_at_holes(void);
+
+/*
  * The pidfd that names this process for process_madvise(): PIDFD_SELF where
  * the kernel takes it, else pidfd_open(getpid()) cached per process (a
  * pidfd opened before a fork names the parent). Returns the fd or -errno.
