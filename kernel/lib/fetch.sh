@@ -13,12 +13,14 @@
 # SRC_PRISTINE): call cmd_fetch after it.  kernel/run uses the old source
 # only in a subshell (kernel_for, versions), so the run dir, initramfs and
 # locks of a run stay in the main cache.
-MAIN_CACHE=$CACHE
+# examples/bdwgc/check.sh sources this file for debian_mirror_uri and
+# papt with only CACHE set (under set -u): everything else may be unset.
+MAIN_CACHE=${CACHE-}
 OLD_CACHE=${MADVX_KERNEL_OLD_CACHE:-/var/cache/madvx-kernel-old}
-MAIN_PACKAGE=$MADVX_KERNEL_PACKAGE
-MAIN_SERIES=$MADVX_KERNEL_SERIES
-MAIN_SUITE=$MADVX_KERNEL_SUITE
-MAIN_COMPONENT=$MADVX_KERNEL_COMPONENT
+MAIN_PACKAGE=${MADVX_KERNEL_PACKAGE-}
+MAIN_SERIES=${MADVX_KERNEL_SERIES-}
+MAIN_SUITE=${MADVX_KERNEL_SUITE-}
+MAIN_COMPONENT=${MADVX_KERNEL_COMPONENT-}
 MIRROR_SUITE=""
 SOURCE=new
 DEB=${DEB:-} DEBVER=${DEBVER:-} KVER=${KVER:-} SRC_PRISTINE=${SRC_PRISTINE:-} SRC_PATCHED=${SRC_PATCHED:-}
