@@ -818,12 +818,20 @@ START_TEST(writer_progresses_during_reclaim)
 					.flags = MADVX_RECLAIM_NO_ROLLUP };
 	const double bound_us = 5.0 * (MADVX_RECLAIM_DEFAULT_MAX_LOCK_US +
 				       MADVX_RECLAIM_DEFAULT_PAUSE_US) + 8000;
+	const char *k = getenv("MADVX_IN_TEST_KERNEL");
 	struct madvx_target *t;
 	uint64_t calls, bytes;
 	pid_t pid;
 	int st;
 
 	ck_assert_ptr_ne(w, MAP_FAILED);
+	/* The bound is wall-clock time: TCG gives counts, never timings. */
+	if (k && *k == '1') {
+		printf("writer_progresses_during_reclaim: not checked in the QEMU test kernel "
+		       "(a wall-clock bound; TCG runs some 20x slower)\n");
+		munmap(w, sizeof(*w));
+		return;
+	}
 	memset(w, 0, sizeof(*w));
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
