@@ -35,6 +35,7 @@
 #ifdef MXJE_LOCKTRACE
 #include "locktrace.h"
 #endif
+#include "example-rss.h"
 
 #define PAGE 4096UL
 #define MAX_REPS 32
@@ -105,19 +106,6 @@ static uint64_t rnd(uint64_t *s)
 {
 	*s = mix(*s);
 	return *s;
-}
-
-static double rss_bytes(void)
-{
-	unsigned long size = 0, res = 0;
-	FILE *f = fopen("/proc/self/statm", "r");
-
-	if (!f)
-		return 0;
-	if (fscanf(f, "%lu %lu", &size, &res) != 2)
-		res = 0;
-	fclose(f);
-	return (double)res * (double)sysconf(_SC_PAGESIZE);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -349,7 +337,7 @@ static int run_one(const struct opts *o, int v, unsigned rep, bool trace, struct
 	pthread_barrier_init(&r.churned, NULL, o->threads + 1);
 	pthread_barrier_init(&r.measured, NULL, o->threads + 1);
 	mxje_stats_get(&s0);
-	out->rss_base = rss_bytes();
+	out->rss_base = example_rss_bytes();
 	for (unsigned t = 0; t < o->threads; t++) {
 		struct worker *w = &r.w[t];
 
@@ -370,7 +358,7 @@ static int run_one(const struct opts *o, int v, unsigned rep, bool trace, struct
 	} else
 #endif
 		churn_window(&c);
-	out->rss_peak = rss_bytes();
+	out->rss_peak = example_rss_bytes();
 	for (unsigned t = 0; t < o->threads; t++)
 		out->live_mib += (double)r.w[t].live_bytes / (1 << 20);
 	pthread_barrier_wait(&r.measured);
@@ -385,12 +373,12 @@ static int run_one(const struct opts *o, int v, unsigned rep, bool trace, struct
 		free(w->slots);
 	}
 	out->ops_s /= (double)(c.t1 - c.t0) / 1e9;
-	out->rss_freed = rss_bytes();
+	out->rss_freed = example_rss_bytes();
 	if (o->dirty_ms || o->muzzy_ms)
 		arena_wait_decay(r.arena, o);
 	if (v)
 		mxje_flush();
-	out->rss_flushed = rss_bytes();
+	out->rss_flushed = example_rss_bytes();
 	out->purges = (double)(arena_stat(r.arena, "dirty_nmadvise") +
 			       arena_stat(r.arena, "muzzy_nmadvise"));
 	mxje_stats_get(&s1);

@@ -29,6 +29,8 @@
 #include <madvx.h>
 #include <mimalloc.h>
 
+#include "example-rss.h"
+
 #define PAGE 4096UL
 #define THREADS 2
 #define SLOTS 512
@@ -219,15 +221,7 @@ static void *worker(void *arg)
 
 static double rss_mib(void)
 {
-	unsigned long size = 0, res = 0;
-	FILE *f = fopen("/proc/self/statm", "r");
-
-	if (!f)
-		return 0;
-	if (fscanf(f, "%lu %lu", &size, &res) != 2)
-		res = 0;
-	fclose(f);
-	return (double)res * (double)sysconf(_SC_PAGESIZE) / (1 << 20);
+	return example_rss_bytes() / (1 << 20);
 }
 
 int main(void)
