@@ -167,16 +167,41 @@ static bool uname_has_per_vma_locks(const struct utsname *u)
 	return false;
 }
 
+/*
+ * "6.18.44-fc" -> {6, 18, 44}; stops at the first field that is not
+ * digits-then-dot, as sscanf("%u.%u.%u") would.  By hand because the
+ * probe core runs inside the caller's first flush, where the first use of
+ * the stdio formatting code costs page faults (a few on most machines,
+ * each tens of microseconds under a paravirtualised host).
+ */
+static void parse_release(const char *s, unsigned int v[3])
+{
+	for (int i = 0; i < 3; i++) {
+		unsigned int n = 0;
+
+		if (*s < '0' || *s > '9')
+			return;
+		while (*s >= '0' && *s <= '9' && n < 100000)
+			n = n * 10 + (unsigned int)(*s++ - '0');
+		v[i] = n;
+		if (*s++ != '.')
+			return;
+	}
+}
+
 static void probe_uname(struct madvx_probe_state *st)
 {
 	struct utsname u;
-	unsigned int a = 0, b = 0, c = 0;
+	unsigned int v[3] = { 0, 0, 0 };
+	size_t len;
 
 	if (uname(&u))
 		return;
-	snprintf(st->release, sizeof(st->release), "%s", u.release);
-	sscanf(u.release, "%u.%u.%u", &a, &b, &c);
-	st->version = MADVX_KVER(a, b, c > 255 ? 255 : c);
+	len = strnlen(u.release, sizeof(st->release) - 1);
+	memcpy(st->release, u.release, len);
+	st->release[len] = '\0';
+	parse_release(u.release, v);
+	st->version = MADVX_KVER(v[0], v[1], v[2] > 255 ? 255 : v[2]);
 	st->per_vma_locks = uname_has_per_vma_locks(&u);
 }
 

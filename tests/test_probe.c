@@ -346,6 +346,21 @@ START_TEST(kernel_info_respects_size)
 }
 END_TEST
 
+/* The version and release the probe reads from uname(), against sscanf's. */
+START_TEST(kernel_info_version_is_uname)
+{
+	struct madvx_kernel_info ki = { .size = sizeof(ki) };
+	unsigned int a = 0, b = 0, c = 0;
+	struct utsname u;
+
+	ck_assert_int_eq(uname(&u), 0);
+	ck_assert_int_eq(madvx_kernel_info_get(&ki), 0);
+	ck_assert_int_ge(sscanf(u.release, "%u.%u.%u", &a, &b, &c), 2);
+	ck_assert_uint_eq(ki.version, MADVX_KVER(a, b, c > 255 ? 255 : c));
+	ck_assert_int_eq(strncmp(ki.release, u.release, sizeof(ki.release) - 1), 0);
+}
+END_TEST
+
 /*
  * The lock table by version and kernel: 7.3 (and 6.17+) put DONTNEED on the
  * per-VMA path where the kernel has per-VMA locks (SMP; an architecture
@@ -393,6 +408,7 @@ int main(void)
 	tcase_add_test(tc, pidfd_is_reopened_after_fork);
 	tcase_add_test(tc, api_rejects_bad_input);
 	tcase_add_test(tc, kernel_info_respects_size);
+	tcase_add_test(tc, kernel_info_version_is_uname);
 	tcase_add_test(tc, lock_table_follows_version);
 	tcase_add_test(tc, plan_features_need_measurement_or_assumption);
 	tcase_add_test(tc, boot_cache_is_read_for_this_boot_only);
