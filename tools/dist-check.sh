@@ -72,7 +72,7 @@ for c in "${cmds[@]}"; do
 		echo "dist: \$ $c   (as $who, ${no_net[*]:+no network})"
 		# The test sizes tools/test.sh chose for this stage survive --reset-env.
 		sizes=()
-		for v in MADVX_CONFORMANCE_CASES MADVX_FORK_STRESS; do
+		for v in MADVX_CONFORMANCE_CASES MADVX_CONFORMANCE_BUDGET_S MADVX_FORK_STRESS; do
 			[ -n "${!v:-}" ] && sizes+=("$v=${!v}")
 		done
 		(cd "$tree" && "${no_net[@]}" "${as_user[@]}" env PATH="$PATH" HOME=/tmp "${sizes[@]}" \
