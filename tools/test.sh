@@ -94,8 +94,9 @@ MADVX_BDWGC_CONFIGS=${MADVX_BDWGC_CONFIGS-default,both-no-vector} \
 	stage "gcc (build/): the clients suite: bdwgc (its make check, stock and patched)" \
 	meson test -C build --setup clients --suite clients --print-errorlogs --num-processes 1 bdwgc
 # examples/mimalloc: Debian's mimalloc 2.0.9, its test-api, test-api-fill and
-# a sized test-stress, stock and patched, all three configurations (about
-# 4 minutes on a 2-core machine, most of it the two builds).
+# a sized test-stress, stock and patched, all three configurations: ~3
+# minutes of CPU (mostly test-api's page faults, then the two builds); 7-10
+# minutes of wall time measured at nice 19 beside another CI run.
 stage "gcc (build/): the clients suite: mimalloc (its tests, stock and patched)" \
 	meson test -C build --setup clients --suite clients --print-errorlogs --num-processes 1 mimalloc-client
 stage "gcc, release (build-release/): compile" build_only build-release -Dbuildtype=release
