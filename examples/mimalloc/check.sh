@@ -30,7 +30,8 @@ JOBS=${MADVX_CLIENTS_JOBS:-2}
 # 4 threads (twice the cores: objects still move between threads and
 # segments are abandoned and reclaimed), the default per-thread load, and
 # 5 generations of threads (each exit abandons its segments and frees its
-# batch) keep the whole check under 4 minutes on a loaded 2-core machine.
+# batch): ~4 s of CPU a run. The check's ~3 minutes of CPU are mostly
+# test-api's (README.md, results).
 STRESS=${MADVX_MIMALLOC_STRESS:-4 25 5}
 
 # name|variants|environment of one run of the three tests.  2.0.9 reads
