@@ -4,7 +4,7 @@
 # (-Dwerror=true):
 #   build/               gcc, debugoptimized: every test (incl. header modes,
 #                        ABI, README/man examples, madvx-probe CLI, install),
-#                        then the clients suite (bdwgc) once
+#                        then the clients suite (bdwgc, mimalloc) once
 #   build-release/       gcc, release: compile only (-O3 warnings)
 #   build-clang/         clang, debug: every test
 #   build-clang-release/ clang, release: compile only
@@ -94,8 +94,14 @@ stage "gcc, debugoptimized (build/): every test" run_suite build
 # without vectors or look-ups) keep CI in its time budget; without
 # MADVX_BDWGC_CONFIGS the suite runs all five.
 MADVX_BDWGC_CONFIGS=${MADVX_BDWGC_CONFIGS-default,both-no-vector} \
-	stage "gcc (build/): the clients suite (bdwgc's make check, stock and patched)" \
-	meson test -C build --setup clients --suite clients --print-errorlogs --num-processes 1
+	stage "gcc (build/): the clients suite: bdwgc (its make check, stock and patched)" \
+	meson test -C build --setup clients --suite clients --print-errorlogs --num-processes 1 bdwgc
+# examples/mimalloc: Debian's mimalloc 2.0.9, its test-api, test-api-fill and
+# a sized test-stress, stock and patched, all three configurations: ~3
+# minutes of CPU (mostly test-api's page faults, then the two builds); 7-10
+# minutes of wall time measured at nice 19 beside another CI run.
+stage "gcc (build/): the clients suite: mimalloc (its tests, stock and patched)" \
+	meson test -C build --setup clients --suite clients --print-errorlogs --num-processes 1 mimalloc-client
 stage "gcc, release (build-release/): compile" build_only build-release -Dbuildtype=release
 if command -v clang >/dev/null; then
 	(small; CC=clang CXX=clang++ stage "clang, debug (build-clang/): every test (smaller slices)" \

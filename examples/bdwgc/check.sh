@@ -5,12 +5,13 @@
 #
 #   check.sh SRCROOT BUILDROOT [WORKDIR]
 #
-# Gets the source package through a private apt configuration (fetch.sh),
-# builds it twice - stock, and with libgc-8.2.2-madvx.patch (the
-# madvise(MADV_DONTNEED) of block_unmap_inner() batched under the
-# allocator lock, flushed at the end of GC_unmap_old() and
-# GC_merge_unmapped()) linked against the libmadvx of BUILDROOT - and runs
-# `make check` of both in every configuration of CONFIGS below.  Exit 0 when
+# Gets the source package through a private apt configuration
+# (examples/common/debsrc.sh, shared with examples/mimalloc), builds it
+# twice - stock, and with libgc-8.2.2-madvx.patch (the madvise(MADV_DONTNEED)
+# of block_unmap_inner() batched under the allocator lock, flushed at the end
+# of GC_unmap_old() and GC_merge_unmapped()) linked against the libmadvx of
+# BUILDROOT - and runs `make check` of both in every configuration of
+# CONFIGS below.  Exit 0 when
 # every run passes, 1 on any failure, 77 (with the reason) when the source
 # cannot be had.  The work tree (default BUILDROOT/bdwgc) keeps both builds
 # for bench.sh.
@@ -21,10 +22,6 @@ BUILDROOT=$(cd "$2" && pwd)
 WORK=${3:-$BUILDROOT/bdwgc}
 HERE=$SRCROOT/examples/bdwgc
 CACHE=${MADVX_CLIENTS_CACHE:-/var/cache/madvx-clients}/libgc
-LIBGC_PACKAGE=libgc
-LIBGC_VERSION=1:8.2.2-3
-LIBGC_SUITE=bookworm
-LIBGC_KEYRING=${MADVX_DEBIAN_KEYRING:-/usr/share/keyrings/debian-archive-keyring.gpg}
 JOBS=${MADVX_CLIENTS_JOBS:-2}
 
 # name|environment of one make check run
@@ -46,10 +43,8 @@ done
 [[ -f $BUILDROOT/src/libmadvx.so ]] ||
 	skip "no shared libmadvx in $BUILDROOT/src (static-only build): bdwgc links the .so"
 
-# shellcheck source=kernel/lib/fetch.sh
-source "$SRCROOT/kernel/lib/fetch.sh"	# debian_mirror_uri, papt, papt_cache
-# shellcheck source=examples/bdwgc/fetch.sh
-source "$HERE/fetch.sh"
+# shellcheck source=examples/common/debsrc.sh
+source "$SRCROOT/examples/common/debsrc.sh"
 
 # configure + make (library and test programs) in $1, a fresh source tree.
 build_stock()
@@ -106,13 +101,13 @@ run_check()
 	echo "PASS ${pass:-0} FAIL $fail"
 }
 
-libgc_fetch
+debsrc_fetch libgc 1:8.2.2-3 bookworm
 mkdir -p "$WORK"
 # Each tree is rebuilt from the verified source when what it is built from
 # changed (a stamp per tree, written only after a complete build).
 if [[ ! -f $WORK/stock.built || $WORK/stock.built -ot $DSC ]]; then
 	rm -f "$WORK/stock.built"
-	libgc_extract "$WORK/stock"
+	debsrc_extract "$WORK/stock"
 	build_stock "$WORK/stock"
 	touch "$WORK/stock.built"
 fi

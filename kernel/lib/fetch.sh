@@ -13,8 +13,9 @@
 # SRC_PRISTINE): call cmd_fetch after it.  kernel/run uses the old source
 # only in a subshell (kernel_for, versions), so the run dir, initramfs and
 # locks of a run stay in the main cache.
-# examples/bdwgc/check.sh sources this file for debian_mirror_uri and
-# papt with only CACHE set (under set -u): everything else may be unset.
+# examples/common/debsrc.sh (the clients' source packages) sources this
+# file for debian_mirror_uri and papt with only CACHE set (under set -u):
+# everything else may be unset.
 MAIN_CACHE=${CACHE-}
 OLD_CACHE=${MADVX_KERNEL_OLD_CACHE:-/var/cache/madvx-kernel-old}
 MAIN_PACKAGE=${MADVX_KERNEL_PACKAGE-}

@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# mimalloc (Debian's 2.0.9+ds-2 source package) decommitting through
+# libmadvx, checked with mimalloc's own tests.
+#
+#   check.sh SRCROOT BUILDROOT [WORKDIR]
+#
+# Gets the source package through a private apt configuration
+# (examples/common/debsrc.sh), applies mimalloc-2.0.9-madvx.patch (one
+# libmadvx batch per decommit pass: mi_segment_delayed_decommit() and the
+# segment cache's mi_commit_mask_decommit(), flushed before the pass
+# returns) and builds that one tree twice with CMake, as Debian does
+# (RelWithDebInfo): stock (without -DMI_USE_MADVX, checked to preprocess to
+# the unpatched source) and patched (with it, linked against the libmadvx of
+# BUILDROOT, checked to import madvx_ symbols).  Then runs mimalloc's own
+# tests (test-api, test-api-fill, test-stress) of both in every
+# configuration of CONFIGS below.  Exit 0 when every run passes, 1 on any
+# failure, 77 (with the reason) when the source cannot be had.  The work
+# tree (default BUILDROOT/mimalloc) keeps both builds for bench.sh.
+set -euo pipefail
+
+SRCROOT=$(cd "$1" && pwd)
+BUILDROOT=$(cd "$2" && pwd)
+WORK=${3:-$BUILDROOT/mimalloc}
+HERE=$SRCROOT/examples/mimalloc
+PATCH=$HERE/mimalloc-2.0.9-madvx.patch
+CACHE=${MADVX_CLIENTS_CACHE:-/var/cache/madvx-clients}/mimalloc
+JOBS=${MADVX_CLIENTS_JOBS:-2}
+# test-stress THREADS SCALE ITER (its defaults: 32 25 50, minutes here).
+# 4 threads (twice the cores: objects still move between threads and
+# segments are abandoned and reclaimed), the default per-thread load, and
+# 5 generations of threads (each exit abandons its segments and frees its
+# batch): ~4 s of CPU a run. The check's ~3 minutes of CPU are mostly
+# test-api's (README.md, results).
+STRESS=${MADVX_MIMALLOC_STRESS:-4 25 5}
+
+# name|variants|environment of one run of the three tests.  2.0.9 reads
+# MIMALLOC_DECOMMIT_DELAY (delayed span decommits, 25 ms) and
+# MIMALLOC_SEGMENT_DECOMMIT_DELAY (cached segments, 500 ms); it has no
+# MIMALLOC_PURGE_DELAY (2.1 and later).  At delay 0 every decommit is
+# immediate, one range per call: the stock path, for both builds.  The
+# delayed passes are what the patch batches: the default configuration,
+# and it again with every hint a madvise() and no look-ups.
+CONFIGS=(
+	"default|stock patched|"
+	"delay0|stock patched|MIMALLOC_DECOMMIT_DELAY=0 MIMALLOC_SEGMENT_DECOMMIT_DELAY=0"
+	"no-vector|patched|MADVX_DISABLE=process_madvise,procmap_query"
+)
+
+log() { printf '[mimalloc %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+die() { printf '[mimalloc] ERROR: %s\n' "$*" >&2; exit 1; }
+skip() { printf 'SKIP: %s\n' "$*"; exit 77; }
+
+for tool in apt-get apt-cache dpkg-source cmake make cc patch sha256sum nm; do
+	command -v "$tool" >/dev/null || skip "$tool not found (needed to get and build mimalloc)"
+done
+[[ -f $BUILDROOT/src/libmadvx.so ]] ||
+	skip "no shared libmadvx in $BUILDROOT/src (static-only build): mimalloc links the .so"
+
+# shellcheck source=examples/common/debsrc.sh
+source "$SRCROOT/examples/common/debsrc.sh"
+
+# The patched source tree in $WORK/src, the unpatched one in $WORK/pristine.
+prepare_source()
+{
+	debsrc_extract "$WORK/pristine"
+	rm -rf "$WORK/src"
+	cp -a "$WORK/pristine" "$WORK/src"
+	(cd "$WORK/src" && patch -p1 --quiet <"$PATCH") ||
+		die "mimalloc-2.0.9-madvx.patch does not apply"
+}
+
+# Without MI_USE_MADVX the patched files are the stock ones: every token
+# the compiler sees is the same (the no-op macros aside), so "stock" is
+# stock although it is built from the patched tree.
+check_guard()
+{
+	local f a b files
+	mapfile -t files < <(sed -n 's|^+++ b/||p' "$PATCH")
+	((${#files[@]} > 0)) || die "no file names in $PATCH"
+	for f in "${files[@]}"; do
+		[[ $f == *.c ]] || continue	# headers: through the .c files
+		a=$(cc -E -P -DNDEBUG -I"$WORK/pristine/include" "$WORK/pristine/$f" |
+			tr -d ' \t\n' | sed 's/((void)0);//g')
+		b=$(cc -E -P -DNDEBUG -I"$WORK/src/include" "$WORK/src/$f" |
+			tr -d ' \t\n' | sed 's/((void)0);//g')
+		[[ $a == "$b" ]] ||
+			die "$f without -DMI_USE_MADVX differs from the unpatched source"
+	done
+}
+
+# cmake + make of the source tree into $1 with extra C flags $2 and
+# linker flags $3; Debian's build type, tests on, no static/object lib.
+build()
+{
+	local dir=$1 cflags=$2 ldflags=$3
+	log "cmake + make in $dir"
+	rm -rf "$dir"
+	if ! cmake -S "$WORK/src" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DMI_BUILD_STATIC=OFF -DMI_BUILD_OBJECT=OFF -DMI_BUILD_TESTS=ON \
+		-DCMAKE_C_FLAGS="$cflags" -DCMAKE_SHARED_LINKER_FLAGS="$ldflags" \
+		-DCMAKE_EXE_LINKER_FLAGS="$ldflags" \
+		${ldflags:+-DCMAKE_C_STANDARD_LIBRARIES=-lmadvx} >"$dir.cmake.out" 2>&1 ||
+	   ! make -C "$dir" -j"$JOBS" >"$dir.make.out" 2>&1; then
+		tail -n 40 "$dir.cmake.out" "$dir.make.out" >&2 || true
+		die "building $dir failed"
+	fi
+}
+
+# The patched library must really use libmadvx (a build that lost the
+# define would pass every test without it), the stock one must not.
+check_symbols()
+{
+	local s p
+	s=$(nm -D "$WORK/stock/libmimalloc.so")
+	p=$(nm -D "$WORK/patched/libmimalloc.so")
+	[[ $p == *" U madvx_batch_add_flags"* && $p == *" U madvx_batch_flush"* ]] ||
+		die "the patched libmimalloc.so does not call madvx_batch_add_flags/flush"
+	[[ $s != *madvx_* ]] || die "the stock libmimalloc.so references libmadvx"
+}
+
+# The three tests of build $1 with the environment $2; prints
+# "PASS n FAIL m (s s s)", with the seconds each took, and keeps each
+# output in $WORK/out.
+run_tests()
+{
+	local dir=$1 envs=$2 tag=$3 t pass=0 fail=0 out args t0 secs=()
+	for t in api api-fill stress; do
+		out=$WORK/out/$tag-$t.out
+		args=()
+		# shellcheck disable=SC2206 # STRESS is "THREADS SCALE ITER"
+		[[ $t == stress ]] && args=($STRESS)
+		t0=$SECONDS
+		# shellcheck disable=SC2086 # $envs is a list of NAME=value words
+		if env $envs timeout 600 "$dir/mimalloc-test-$t" "${args[@]}" >"$out" 2>&1; then
+			pass=$((pass + 1))
+		else
+			fail=$((fail + 1))
+			log "test-$t failed ($tag):"
+			tail -n 20 "$out" >&2
+		fi
+		secs+=($((SECONDS - t0)))
+	done
+	echo "PASS $pass FAIL $fail (${secs[*]} s)"
+}
+
+debsrc_fetch mimalloc 2.0.9+ds-2 bookworm
+mkdir -p "$WORK"
+# Each build is redone when what it is built from changed (a stamp per
+# build, written only after a complete build).
+if [[ ! -f $WORK/src.ready || $WORK/src.ready -ot $DSC || $WORK/src.ready -ot $PATCH ]]; then
+	rm -f "$WORK/src.ready" "$WORK/stock.built" "$WORK/patched.built"
+	prepare_source
+	check_guard
+	touch "$WORK/src.ready"
+fi
+if [[ ! -f $WORK/stock.built ]]; then
+	build "$WORK/stock" "" ""
+	touch "$WORK/stock.built"
+fi
+if [[ ! -f $WORK/patched.built || $WORK/patched.built -ot $BUILDROOT/src/libmadvx.so ]]; then
+	rm -f "$WORK/patched.built"
+	build "$WORK/patched" "-DMI_USE_MADVX -I$SRCROOT/include -I$BUILDROOT/include" \
+		"-L$BUILDROOT/src -Wl,-rpath,$BUILDROOT/src"
+	touch "$WORK/patched.built"
+fi
+check_symbols
+
+# The builds of one configuration run side by side (one core each on a
+# 2-core machine): test-api alone costs ~30 s of CPU per run here, most of
+# it page faults of its large aligned allocations (malloc-aligned9).
+rm -rf "$WORK/out"
+mkdir -p "$WORK/out"
+fail=0
+echo "config     build    test-api, test-api-fill, test-stress $STRESS"
+for c in "${CONFIGS[@]}"; do
+	IFS='|' read -r name variants envs <<<"$c"
+	for v in $variants; do
+		run_tests "$WORK/$v" "$envs" "$v-$name" >"$WORK/out/$v-$name.res" &
+	done
+	wait
+	for v in $variants; do
+		res=$(cat "$WORK/out/$v-$name.res")
+		printf '%-10s %-8s %s\n' "$name" "$v" "$res"
+		[[ $res == "PASS 3 FAIL 0 "* ]] || fail=1
+	done
+done
+exit $fail
