@@ -53,9 +53,19 @@ static uint64_t replay_done(uint8_t *p, size_t len, int advice, int err)
 	return done;
 }
 
-/* Every page of @a and @b alike: both holes, or same residency and bytes. */
-static void compare_pages(const uint8_t *a, const uint8_t *b, size_t pages, const char *what)
+/*
+ * Every page of @a and @b alike: both holes, or same residency and bytes.
+ * Except that whether MADV_PAGEOUT frees a page is not repeatable, even for
+ * madvise() against itself: with swap (the test kernel's guests have it) it
+ * frees only the folios it can isolate, and a folio still in another CPU's
+ * LRU batch cannot be (madvise_pageout() drains the local CPU's only; seen
+ * on the debug test kernel, 2026-12-02: one page of 64). There a residency
+ * difference is allowed when the contents agree, as test_conformance.c's
+ * compare() allows it.
+ */
+static void compare_pages(const uint8_t *a, const uint8_t *b, size_t pages, int advice)
 {
+	const char *what = madvx_advice_name(advice);
 	size_t pg = test_page();
 
 	for (size_t i = 0; i < pages; i++) {
@@ -66,8 +76,12 @@ static void compare_pages(const uint8_t *a, const uint8_t *b, size_t pages, cons
 		ck_assert_msg(ra == rb, "%s page %zu: mapped in one layout only", what, i);
 		if (ra)
 			continue;
-		ck_assert_msg((va & 1) == (vb & 1), "%s page %zu: residency %d, madvise %d",
-			      what, i, va & 1, vb & 1);
+		if ((va & 1) != (vb & 1) && advice == MADV_PAGEOUT)
+			printf("%s page %zu: residency %d, madvise %d (tolerated: contents compared)\n",
+			       what, i, va & 1, vb & 1);
+		else
+			ck_assert_msg((va & 1) == (vb & 1), "%s page %zu: residency %d, madvise %d",
+				      what, i, va & 1, vb & 1);
 		ck_assert_msg(!memcmp(a + i * pg, b + i * pg, pg), "%s page %zu: contents", what, i);
 	}
 }
@@ -241,7 +255,7 @@ static void wrong_vouches(int advice, bool mlocked, bool vouch_all)
 			      madvx_advice_name(advice), mlocked ? " mlock" : "", i,
 			      wrong[i].pg0, wrong[i].npg, r[i].err, r[i].done / pg, want_err[i],
 			      want_done[i] / pg);
-	compare_pages(a, b, NPG, madvx_advice_name(advice));
+	compare_pages(a, b, NPG, advice);
 	madvx_batch_free(bt);
 	munmap(a, NPG * pg);
 	munmap(b, NPG * pg);
