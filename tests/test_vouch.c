@@ -29,10 +29,38 @@ static bool populates(int advice)
 }
 
 /*
+ * Does this kernel's MADV_POPULATE_* stop at a hole? From 6.10 (mainline
+ * fa9fcd8bb6e4) it does; before (Debian 12's 6.1) it goes on to the
+ * mappings past the hole, as every other advice does, and fails with
+ * -ENOMEM at the end. Asked of the kernel: three pages, the middle one
+ * unmapped, populated in one call; is the third one resident?
+ */
+static bool populate_stops_at_hole(void)
+{
+	static int answer = -1;
+	size_t pg = test_page();
+	unsigned char v = 0;
+	uint8_t *p;
+
+	if (answer >= 0)
+		return answer;
+	p = mmap(NULL, 3 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(p, MAP_FAILED);
+	ck_assert_int_eq(munmap(p + pg, pg), 0);
+	ck_assert_int_eq(madvise(p, 3 * pg, MADV_POPULATE_READ), -1);
+	ck_assert_int_eq(mincore(p + 2 * pg, pg, &v), 0);
+	answer = !(v & 1);
+	munmap(p, pg);
+	munmap(p + 2 * pg, pg);
+	return answer;
+}
+
+/*
  * madvise()'s done for a hint that failed with @err, from the kernel alone:
  * replayed page by page on the same memory (the advices here are
  * idempotent), mapped pages count until the first page that fails with
- * another error (a refusing VMA), or the first hole for POPULATE_*.
+ * another error (a refusing VMA), or the first hole for POPULATE_* where
+ * the kernel stops there (populate_stops_at_hole()).
  */
 static uint64_t replay_done(uint8_t *p, size_t len, int advice, int err)
 {
@@ -44,7 +72,7 @@ static uint64_t replay_done(uint8_t *p, size_t len, int advice, int err)
 	for (size_t i = 0; i < n; i++) {
 		int r = madvise(p + i * pg, pg, advice) ? -errno : 0;
 
-		if (r == -ENOMEM && !populates(advice))
+		if (r == -ENOMEM && (!populates(advice) || !populate_stops_at_hole()))
 			continue;
 		if (r)
 			break;
@@ -143,7 +171,7 @@ static void right_vouches(void)
 	ck_assert_uint_eq(st.vma_queries, 0);
 	ck_assert_uint_eq(st.vma_skipped, RIGHT_ENTRIES);
 	ck_assert_uint_eq(g1.vma_skipped - g0.vma_skipped, RIGHT_ENTRIES);
-	if (madvx_feature_supported(MADVX_FEAT_PROCESS_MADVISE) == 1) {
+	if (test_self_pmadv(MADV_DONTNEED, "one vector call for the right vouches")) {
 		ck_assert_uint_eq(st.syscalls, 1);
 		ck_assert_uint_eq(st.vector_entries, RIGHT_ENTRIES);
 	} else {
@@ -383,23 +411,35 @@ START_TEST(vouched_hints_go_in_calls_of_their_own)
 	uint8_t *p = four_vmas();
 	struct madvx_stats st = { .size = sizeof(st) };
 	struct madvx_batch *b;
+	/*
+	 * Grouping is the same for every advice a vector takes: before 6.13
+	 * (Debian 12's 6.1) process_madvise() refuses DONTNEED on the caller
+	 * itself, where MADV_COLD (5.10) shows it as well.
+	 */
+	int adv = madvx_advice_supported(MADV_DONTNEED) == 1 ? MADV_DONTNEED : MADV_COLD;
 
-	if (madvx_feature_supported(MADVX_FEAT_PROCESS_MADVISE) != 1) {
+	if (madvx_advice_supported(adv) != 1) {
 		printf("no process_madvise: one madvise() per entry, nothing to group\n");
 		munmap(p, NPG * pg);
 		return;
 	}
 	ck_assert_int_eq(madvx_batch_create(NULL, &b), 0);
 	for (int i = 0; i < 12; i++)
-		ck_assert_int_eq(madvx_batch_add_flags(b, p + (size_t)(5 * i) * pg, pg, MADV_DONTNEED,
+		ck_assert_int_eq(madvx_batch_add_flags(b, p + (size_t)(5 * i) * pg, pg, adv,
 						       i % 3 == 2 ? MADVX_HINT_ONE_VMA : 0), i);
 	ck_assert_int_eq(madvx_batch_flush(b), 0);
 	ck_assert_int_eq(madvx_batch_stats(b, &st), 0);
 	ck_assert_uint_eq(st.syscalls, 2);
 	ck_assert_uint_eq(st.vector_entries, 12);
 	ck_assert_uint_eq(st.vma_skipped, 4);
-	for (int i = 0; i < 12; i++)
-		ck_assert(test_page_zero(p + (size_t)(5 * i) * pg));
+	for (int i = 0; i < 12; i++) {
+		const uint8_t *q = p + (size_t)(5 * i) * pg;
+
+		if (adv == MADV_DONTNEED)	/* dropped: reads as zero */
+			ck_assert(test_page_zero(q));
+		else				/* only aged: four_vmas()' fill */
+			ck_assert(q[0] == (uint8_t)(1 + 5 * i) && q[pg - 1] == q[0]);
+	}
 	madvx_batch_free(b);
 	munmap(p, NPG * pg);
 }
