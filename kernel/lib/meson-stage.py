@@ -133,7 +133,7 @@ def main():
         envd.setdefault("CK_TIMEOUT_MULTIPLIER", str(mult * 2))
         # The compat slice (seven conformance variants) is bounded in
         # time, 90 s of cases each, so that the old kernel's boot stays
-        # near half an hour (the main slice keeps its own 240 s budget).
+        # near half an hour (the main slice keeps its own 120 s budget).
         if group_of(name, exe, build) == "compat":
             envd.setdefault("MADVX_CONFORMANCE_BUDGET_S", "90")
         env = " ".join("%s=%s" % (k, v) for k, v in sorted(envd.items())
