@@ -147,17 +147,48 @@ cmd_bisect()
 }
 
 # kernel/run w1configs: every prefix of the series compiles W=1-clean in
-# the kernel's own configs too - x86_64 defconfig (per-VMA locks) and
-# i386_defconfig (none: 32-bit x86 does not select
-# ARCH_SUPPORTS_PER_VMA_LOCK), each with USERFAULTFD, IO_URING,
-# ADVISE_SYSCALLS, PER_VMA_LOCK_STATS and THP on so that the series' code is
-# compiled - for the C files the series touches.  Uses a
-# private git worktree of the patched tree ($CACHE/w1/tree) and build dirs
+# the kernels' own configs, each with USERFAULTFD, IO_URING, ADVISE_SYSCALLS,
+# PER_VMA_LOCK_STATS and THP on so that the series' code is compiled, for the
+# C files the series touches.  A config is [ARCH:]DEFCONFIG[+nosmp]: ARCH is
+# the kernel's (x86_64, i386, arm64, riscv, arm; default from the name, else
+# x86_64), built with Debian's cross compiler for it (installed when
+# missing); +nosmp turns SMP off, and with it CONFIG_PER_VMA_LOCK, on an
+# architecture that has per-VMA locks.  The default set covers both sides of
+# CONFIG_PER_VMA_LOCK on 64 and 32 bits: 32-bit x86 does not select
+# ARCH_SUPPORTS_PER_VMA_LOCK, 32-bit ARM and riscv32 do.  Each row of the
+# summary says whether the config has per-VMA locks.  Uses a private git
+# worktree of the patched tree ($CACHE/w1/tree) and build dirs
 # $CACHE/w1/<config>, so it can run beside test, exec and bisect.
+W1_DEFAULT_CONFIGS="x86_64_defconfig x86_64:x86_64_defconfig+nosmp i386_defconfig arm64:defconfig riscv:defconfig arm:multi_v7_defconfig"
+
+# w1_cross ARCH: the CROSS_COMPILE prefix for ARCH on this host, installing
+# Debian's cross gcc when it is missing; empty for the host's own.
+w1_cross()
+{
+	local prefix pkg
+	case $1 in
+	x86_64 | i386) return 0 ;;
+	arm64) prefix=aarch64-linux-gnu- ;;
+	riscv) prefix=riscv64-linux-gnu- ;;
+	arm) prefix=arm-linux-gnueabihf- ;;
+	*) die "w1configs: no cross compiler known for ARCH=$1" ;;
+	esac
+	pkg=gcc-${prefix%-}
+	if ! command -v "${prefix}gcc" >/dev/null; then
+		lock deps
+		log "w1configs: installing $pkg"
+		apt_get install -y -q --no-install-recommends "$pkg" >>"$CACHE/apt-deps.log" 2>&1 ||
+			{ tail -n 20 "$CACHE/apt-deps.log" >&2; die "w1configs: apt-get install $pkg failed"; }
+		unlock deps
+	fi
+	echo "$prefix"
+}
+
 cmd_w1configs()
 {
-	local configs="x86_64_defconfig i386_defconfig" src tree tip total n c
-	local cfg arch bdir objs f log out row
+	local configs=$W1_DEFAULT_CONFIGS src tree tip total n c
+	local spec cfg arch cross nosmp bdir objs f log out row pvl
+	local -A crosses=()
 	[[ ${1:-} ]] && configs=${*//,/ }
 	# The patched repository's objects only: its working tree may be at
 	# another series (a running bisect); commit_series() does not touch it.
@@ -181,26 +212,42 @@ cmd_w1configs()
 		c=$(git -C "$src" rev-parse "$tip~$((total - n))")
 		git -C "$tree" checkout -q --detach "$c"
 		row=$(printf '%-8s' "$n")
-		for cfg in $configs; do
-			case $cfg in
-			i386_*) arch=i386 ;;
-			*) arch=x86_64 ;;
-			esac
-			bdir=$CACHE/w1/$cfg
+		for spec in $configs; do
+			cfg=${spec#*:}
+			nosmp=0
+			[[ $cfg = *+nosmp ]] && nosmp=1 cfg=${cfg%+nosmp}
+			if [[ $spec = *:* ]]; then
+				arch=${spec%%:*}
+			else
+				case $cfg in
+				i386_*) arch=i386 ;;
+				*) arch=x86_64 ;;
+				esac
+			fi
+			[[ -v crosses[$arch] ]] || crosses[$arch]=$(w1_cross "$arch")
+			cross=${crosses[$arch]}
+			bdir=$CACHE/w1/${spec//[:+]/-}
 			if [[ ! -f $bdir/.madvx-prepared ]]; then
 				mkdir -p "$bdir"
-				log "w1configs: $cfg: make $cfg prepare (once)"
+				log "w1configs: $spec: make $cfg prepare (once)"
 				# The config plus what compiles the series' code:
 				# userfaultfd, io_uring, madvise and the debug counters.
-				{ nice -n 10 make -s -C "$tree" O="$bdir" ARCH=$arch "$cfg" &&
+				{ nice -n 10 make -s -C "$tree" O="$bdir" ARCH="$arch" \
+					CROSS_COMPILE="$cross" "$cfg" &&
 					"$tree/scripts/config" --file "$bdir/.config" -e USERFAULTFD \
 						-e IO_URING -e ADVISE_SYSCALLS -e PER_VMA_LOCK_STATS \
 						-e TRANSPARENT_HUGEPAGE &&
-					nice -n 10 make -s -C "$tree" O="$bdir" ARCH=$arch olddefconfig prepare; } \
+					if ((nosmp)); then
+						"$tree/scripts/config" --file "$bdir/.config" -d SMP
+					fi &&
+					nice -n 10 make -s -C "$tree" O="$bdir" ARCH="$arch" \
+						CROSS_COMPILE="$cross" olddefconfig prepare; } \
 					>"$bdir/prepare.log" 2>&1 ||
-					{ tail -n 20 "$bdir/prepare.log" >&2; die "w1configs: $cfg: prepare failed"; }
+					{ tail -n 20 "$bdir/prepare.log" >&2; die "w1configs: $spec: prepare failed"; }
 				touch "$bdir/.madvx-prepared"
 			fi
+			pvl=no-pvl
+			grep -q '^CONFIG_PER_VMA_LOCK=y' "$bdir/.config" && pvl=pvl
 			objs=()
 			for f in $(series_c_files); do
 				# Kernel objects only (not tools/), as far as the prefix has them.
@@ -209,16 +256,16 @@ cmd_w1configs()
 				objs+=("${f%.c}.o")
 			done
 			log=$bdir/w1-$n.log
-			if ! nice -n 10 make -C "$tree" O="$bdir" ARCH=$arch W=1 -j"$JOBS" \
-				"${objs[@]}" >"$log" 2>&1; then
+			if ! nice -n 10 make -C "$tree" O="$bdir" ARCH="$arch" CROSS_COMPILE="$cross" \
+				W=1 -j"$JOBS" "${objs[@]}" >"$log" 2>&1; then
 				cat "$log" >&2
-				die "w1configs: prefix $n, $cfg: build failed"
+				die "w1configs: prefix $n, $spec: build failed"
 			fi
 			if grep -q 'warning:' "$log"; then
 				grep 'warning:' "$log" >&2
-				die "w1configs: prefix $n, $cfg: W=1 warnings"
+				die "w1configs: prefix $n, $spec: W=1 warnings"
 			fi
-			row+=" $(printf '%s' "${#objs[@]} objects clean")"
+			row+=" $(printf '%s' "${#objs[@]} objects clean ($pvl)")"
 		done
 		echo "$row" >>"$out"
 		log "w1configs: prefix $n: $row"
