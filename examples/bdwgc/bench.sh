@@ -20,7 +20,10 @@ set -euo pipefail
 
 WORK=$(cd "$1" && pwd)
 REPS=${2:-3}
-command -v strace >/dev/null || { echo "SKIP: strace not found"; exit 77; }
+CLIENT=bdwgc
+# shellcheck source=examples/common/client.sh
+source "$(dirname "$0")/../common/client.sh"
+client_need_tools "the counts need it" strace
 
 CASES=(
 	"default|"
@@ -32,24 +35,16 @@ CASES=(
 # One gctest run under strace; prints "madvise process_madvise procmap ok".
 run_one()
 {
-	local tree=$1 envs=$2 out ok=1 m p q
+	local tree=$1 envs=$2 out ok=1
 	out=$(mktemp)
 	# The binary itself, not libtool's wrapper script (whose shell would
-	# add ioctls of its own).
+	# add ioctls of its own; env makes none).
 	# shellcheck disable=SC2086 # $envs is a list of NAME=value words
-	env $envs LD_LIBRARY_PATH="$tree/.libs" \
-		strace -f --seccomp-bpf -qq -e trace=madvise,process_madvise,ioctl -o "$out" \
+	client_strace "$out" env $envs LD_LIBRARY_PATH="$tree/.libs" \
 		"$tree/.libs/gctest" >/dev/null 2>&1 || ok=0
-	m=$(grep -c ' madvise(' "$out" || true)
-	p=$(grep -c ' process_madvise(' "$out" || true)
-	# PROCMAP_QUERY = _IOWR('f', 17, struct procmap_query): strace may not
-	# know its name.
-	q=$(grep -cE ' ioctl\([0-9]+, (PROCMAP_QUERY|_IOC\(_IOC_READ\|_IOC_WRITE, 0x66, 0x11)' "$out" || true)
+	echo "$(client_strace_counts "$out") $ok"
 	rm -f "$out"
-	echo "$m $p $q $ok"
 }
-
-median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
 # name|tree|environment
 BUILDS=(
@@ -57,8 +52,6 @@ BUILDS=(
 	"patched|patched|"
 	"patched, GC_MADVX_VOUCH=1|patched|GC_MADVX_VOUCH=1"
 )
-
-med() { tr ' ' '\n' <<<"$1" | grep . | median; }
 
 csv=$WORK/bench.csv
 echo "case,build,rep,madvise,process_madvise,procmap_query,total,ok" >"$csv"
@@ -80,13 +73,13 @@ for c in "${CASES[@]}"; do
 			q[$v]+="$d "
 		done
 	done
-	st=$(med "${tot[stock]}")
+	st=$(client_median "${tot[stock]}")
 	for bd in "${BUILDS[@]}"; do
 		v=${bd%%|*}
-		t=$(med "${tot[$v]}")
-		printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$name" "$v" "$(med "${m[$v]}")" \
-			"$(med "${p[$v]}")" "$(med "${q[$v]}")" "$t" \
-			"$(awk -v a="$t" -v b="$st" 'BEGIN { printf "%.2fx", b ? a / b : 0 }')"
+		t=$(client_median "${tot[$v]}")
+		printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$name" "$v" "$(client_median "${m[$v]}")" \
+			"$(client_median "${p[$v]}")" "$(client_median "${q[$v]}")" "$t" \
+			"$(client_ratio "$t" "$st")"
 	done
 	unset tot m p q
 done

@@ -23,6 +23,7 @@ WORK=${3:-$BUILDROOT/bdwgc}
 HERE=$SRCROOT/examples/bdwgc
 CACHE=${MADVX_CLIENTS_CACHE:-/var/cache/madvx-clients}/libgc
 JOBS=${MADVX_CLIENTS_JOBS:-2}
+CLIENT=bdwgc
 
 # name|environment of one make check run
 CONFIGS=(
@@ -33,15 +34,11 @@ CONFIGS=(
 	"both-no-vector|GC_UNMAP_THRESHOLD=1 GC_FORCE_UNMAP_ON_GCOLLECT=1 MADVX_DISABLE=process_madvise,procmap_query"
 )
 
-log() { printf '[bdwgc %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
-die() { printf '[bdwgc] ERROR: %s\n' "$*" >&2; exit 1; }
-skip() { printf 'SKIP: %s\n' "$*"; exit 77; }
-
-for tool in apt-get apt-cache dpkg-source make cc patch sha256sum; do
-	command -v "$tool" >/dev/null || skip "$tool not found (Debian tools needed to get and build libgc)"
-done
-[[ -f $BUILDROOT/src/libmadvx.so ]] ||
-	skip "no shared libmadvx in $BUILDROOT/src (static-only build): bdwgc links the .so"
+# shellcheck source=examples/common/client.sh
+source "$SRCROOT/examples/common/client.sh"	# log, die, skip, client_*
+client_need_tools "Debian tools needed to get and build libgc" \
+	apt-get apt-cache dpkg-source make cc patch sha256sum
+client_need_shared "$BUILDROOT"
 
 # shellcheck source=examples/common/debsrc.sh
 source "$SRCROOT/examples/common/debsrc.sh"
@@ -126,17 +123,12 @@ grep -q ' U madvx_batch_add_flags' "$WORK/patched/nm.out" ||
 
 # MADVX_BDWGC_CONFIGS (comma list of names above) runs a subset: CI runs
 # two of the five to stay in its time budget (tools/test.sh).
-selected()
-{
-	[[ -z ${MADVX_BDWGC_CONFIGS:-} || ,$MADVX_BDWGC_CONFIGS, == *",$1,"* ]]
-}
-
 fail=0
 ran=0
 for c in "${CONFIGS[@]}"; do
 	name=${c%%|*}
 	envs=${c#*|}
-	selected "$name" || continue
+	client_selected "${MADVX_BDWGC_CONFIGS:-}" "$name" || continue
 	ran=$((ran + 1))
 	for v in stock patched; do
 		res=$(run_check "$WORK/$v" "$envs")

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 # Fetch, verify and extract one Debian source package (sourced by the
-# clients' check scripts: examples/bdwgc, examples/mimalloc).
+# clients' check scripts: examples/bdwgc, examples/mimalloc,
+# examples/jemalloc).
 #
 # A private apt configuration (own sources list with one deb-src line,
 # lists and cache under $CACHE/apt) so the machine's apt state is never
@@ -11,7 +12,8 @@
 # on every use: a cached file is only as good as its last check.
 #
 # The caller sets CACHE (one directory per package: apt/ and src/ go in
-# it) and defines log, die and skip (exit 77 with the reason); then
+# it) and defines log, die and skip (exit 77 with the reason: the
+# clients source examples/common/client.sh for them); then
 #   debsrc_fetch PACKAGE VERSION [SUITE]    sets DSC (verified)
 #   debsrc_extract DIR                      unpacks DSC into DIR, fresh
 # MADVX_DEBIAN_KEYRING overrides the keyring.

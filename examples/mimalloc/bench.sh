@@ -20,7 +20,10 @@ set -euo pipefail
 WORK=$(cd "$1" && pwd)
 REPS=${2:-3}
 STRESS=${MADVX_MIMALLOC_STRESS:-4 25 5}
-command -v strace >/dev/null || { echo "SKIP: strace not found"; exit 77; }
+CLIENT=mimalloc
+# shellcheck source=examples/common/client.sh
+source "$(dirname "$0")/../common/client.sh"
+client_need_tools "the counts need it" strace
 
 CASES=(
 	"default delays|"
@@ -31,18 +34,12 @@ BUILDS=(stock patched)
 # One run under strace; prints "madvise process_madvise procmap ok".
 count_one()
 {
-	local tree=$1 envs=$2 out ok=1 m p q
+	local tree=$1 envs=$2 out ok=1
 	out=$(mktemp)
 	# shellcheck disable=SC2086 # $envs is a list of NAME=value words, $STRESS the arguments
-	env $envs strace -f --seccomp-bpf -qq -e trace=madvise,process_madvise,ioctl -o "$out" \
-		"$tree/mimalloc-test-stress" $STRESS >/dev/null 2>&1 || ok=0
-	m=$(grep -c ' madvise(' "$out" || true)
-	p=$(grep -c ' process_madvise(' "$out" || true)
-	# PROCMAP_QUERY = _IOWR('f', 17, struct procmap_query): strace may not
-	# know its name.
-	q=$(grep -cE ' ioctl\([0-9]+, (PROCMAP_QUERY|_IOC\(_IOC_READ\|_IOC_WRITE, 0x66, 0x11)' "$out" || true)
+	client_strace "$out" env $envs "$tree/mimalloc-test-stress" $STRESS >/dev/null 2>&1 || ok=0
+	echo "$(client_strace_counts "$out") $ok"
 	rm -f "$out"
-	echo "$m $p $q $ok"
 }
 
 # One run without strace; prints the wall time in ms.
@@ -56,8 +53,6 @@ time_one()
 	t1=$(date +%s%N)
 	echo $(((t1 - t0) / 1000000))
 }
-
-median() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
 csv=$WORK/bench.csv
 echo "case,build,rep,madvise,process_madvise,procmap_query,total,wall_ms,ok" >"$csv"
@@ -81,16 +76,15 @@ for c in "${CASES[@]}"; do
 			w[$v]+="$ms "
 		done
 	done
-	st=$(median "${tot[stock]}")
-	sw=$(median "${w[stock]}")
+	st=$(client_median "${tot[stock]}")
+	sw=$(client_median "${w[stock]}")
 	for v in "${BUILDS[@]}"; do
-		t=$(median "${tot[$v]}")
-		wm=$(median "${w[$v]}")
+		t=$(client_median "${tot[$v]}")
+		wm=$(client_median "${w[$v]}")
 		printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$name" "$v" \
-			"$(median "${m[$v]}")" "$(median "${p[$v]}")" "$(median "${q[$v]}")" "$t" \
-			"$(awk -v a="$t" -v b="$st" 'BEGIN { printf "%.2fx", b ? a / b : 0 }')" "$wm" \
-			"$(awk -v a="$wm" -v b="$sw" 'BEGIN { printf "%.2fx", b ? a / b : 0 }')"
-		rows+=("$name,$v,$(median "${m[$v]}"),$(median "${p[$v]}"),$(median "${q[$v]}"),$t,$wm")
+			"$(client_median "${m[$v]}")" "$(client_median "${p[$v]}")" "$(client_median "${q[$v]}")" "$t" \
+			"$(client_ratio "$t" "$st")" "$wm" "$(client_ratio "$wm" "$sw")"
+		rows+=("$name,$v,$(client_median "${m[$v]}"),$(client_median "${p[$v]}"),$(client_median "${q[$v]}"),$t,$wm")
 	done
 	unset tot m p q w
 done

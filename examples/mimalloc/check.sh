@@ -33,6 +33,7 @@ JOBS=${MADVX_CLIENTS_JOBS:-2}
 # batch): ~4 s of CPU a run. The check's ~3 minutes of CPU are mostly
 # test-api's (README.md, results).
 STRESS=${MADVX_MIMALLOC_STRESS:-4 25 5}
+CLIENT=mimalloc
 
 # name|variants|environment of one run of the three tests.  2.0.9 reads
 # MIMALLOC_DECOMMIT_DELAY (delayed span decommits, 25 ms) and
@@ -47,15 +48,11 @@ CONFIGS=(
 	"no-vector|patched|MADVX_DISABLE=process_madvise,procmap_query"
 )
 
-log() { printf '[mimalloc %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
-die() { printf '[mimalloc] ERROR: %s\n' "$*" >&2; exit 1; }
-skip() { printf 'SKIP: %s\n' "$*"; exit 77; }
-
-for tool in apt-get apt-cache dpkg-source cmake make cc patch sha256sum nm; do
-	command -v "$tool" >/dev/null || skip "$tool not found (needed to get and build mimalloc)"
-done
-[[ -f $BUILDROOT/src/libmadvx.so ]] ||
-	skip "no shared libmadvx in $BUILDROOT/src (static-only build): mimalloc links the .so"
+# shellcheck source=examples/common/client.sh
+source "$SRCROOT/examples/common/client.sh"	# log, die, skip, client_*
+client_need_tools "needed to get and build mimalloc" \
+	apt-get apt-cache dpkg-source cmake make cc patch sha256sum nm
+client_need_shared "$BUILDROOT"
 
 # shellcheck source=examples/common/debsrc.sh
 source "$SRCROOT/examples/common/debsrc.sh"
@@ -171,10 +168,6 @@ check_symbols
 # it page faults of its large aligned allocations (malloc-aligned9).
 # MADVX_MIMALLOC_CONFIGS (comma list of names above) runs a subset: CI
 # leaves out delay0, whose decommits take the stock path in both builds.
-selected()
-{
-	[[ -z ${MADVX_MIMALLOC_CONFIGS:-} || ,$MADVX_MIMALLOC_CONFIGS, == *",$1,"* ]]
-}
 
 rm -rf "$WORK/out"
 mkdir -p "$WORK/out"
@@ -183,7 +176,7 @@ ran=0
 echo "config     build    test-api, test-api-fill, test-stress $STRESS"
 for c in "${CONFIGS[@]}"; do
 	IFS='|' read -r name variants envs <<<"$c"
-	selected "$name" || continue
+	client_selected "${MADVX_MIMALLOC_CONFIGS:-}" "$name" || continue
 	ran=$((ran + 1))
 	for v in $variants; do
 		run_tests "$WORK/$v" "$envs" "$v-$name" >"$WORK/out/$v-$name.res" &

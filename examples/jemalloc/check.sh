@@ -1,0 +1,324 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# jemalloc (Debian's 5.3.0-1 source package) purging through libmadvx,
+# checked with jemalloc's own test suite.
+#
+#   check.sh SRCROOT BUILDROOT [WORKDIR]
+#
+# Gets the source package through a private apt configuration
+# (examples/common/debsrc.sh), applies jemalloc-5.3.0-madvx.patch (one
+# libmadvx batch per decay purge pass, pac_decay_stashed(): the pass holds
+# its extents until the batch is flushed) and builds that one tree twice,
+# out of tree, with Debian's configure options and dpkg-buildflags: stock
+# (without -DJEMALLOC_MADVX, checked to preprocess to the unpatched source)
+# and patched (with it, linked against the libmadvx of BUILDROOT, checked
+# to import madvx_ symbols).  Then runs jemalloc's own tests (test/unit,
+# test/integration: what `make check` runs) of both, one by one through
+# jemalloc's test/test.sh, in every configuration of CONFIGS below, and
+# compares stock and patched test by test.  Exit 0 when no test fails in
+# the patched build that passes (or skips) in the stock one, 1 otherwise,
+# 77 (with the reason) when the source cannot be had.  The work tree
+# (default BUILDROOT/jemalloc) keeps both builds for bench.sh.
+#
+# MADVX_JEMALLOC_TESTS chooses the tests: unset, all but NOT_PURGING
+# below; "all", every test `make check` builds; else a comma list of names
+# (unit/decay,integration/mallocx,je-purge,...).  MADVX_JEMALLOC_CONFIGS
+# chooses configurations (comma list of their names; unset: all).
+set -euo pipefail
+
+SRCROOT=$(cd "$1" && pwd)
+BUILDROOT=$(cd "$2" && pwd)
+WORK=${3:-$BUILDROOT/jemalloc}
+mkdir -p "$WORK"
+WORK=$(cd "$WORK" && pwd)	# configure runs in the build directories
+HERE=$SRCROOT/examples/jemalloc
+PATCH=$HERE/jemalloc-5.3.0-madvx.patch
+CACHE=${MADVX_CLIENTS_CACHE:-/var/cache/madvx-clients}/jemalloc
+JOBS=${MADVX_CLIENTS_JOBS:-2}
+TIMEOUT=${MADVX_JEMALLOC_TIMEOUT:-300}	# seconds per test and build
+PURGE="2 5000 128"	# je-purge THREADS OPS SLOTS (bench.sh runs longer ones)
+CLIENT=jemalloc
+
+# name|builds|environment of one run of the tests.  jemalloc 5.3 purges
+# dirty extents along a 10 s decay curve (dirty_decay_ms) with
+# MADV_DONTNEED, in passes at decay epoch advances (every 50 ms); its
+# muzzy_decay_ms is 0 (no MADV_FREE step).  decay0 is the setting `make
+# check` itself runs the integration tests in (check_integration_decay):
+# every freed extent is purged at once, mostly in passes of one extent.
+# decay1s (test/unit/decay's own setting): dirty extents go muzzy with
+# MADV_FREE after about a second, muzzy ones are purged with
+# MADV_DONTNEED a second later, in long passes: both hand-backs of the
+# patch.  no-vector: decay0 with every hint a madvise() and no
+# PROCMAP_QUERY (bounds from /proc/self/maps).
+CONFIGS=(
+	"default|stock patched|"
+	"decay0|stock patched|MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0"
+	"decay1s|stock patched|MALLOC_CONF=dirty_decay_ms:1000,muzzy_decay_ms:1000"
+	"no-vector|patched|MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0 MADVX_DISABLE=process_madvise,procmap_query"
+)
+
+# shellcheck source=examples/common/client.sh
+source "$SRCROOT/examples/common/client.sh"
+client_need_tools "needed to get and build jemalloc" \
+	apt-get apt-cache dpkg-source dpkg-buildflags make cc patch sha256sum nm timeout
+client_need_shared "$BUILDROOT"
+
+# shellcheck source=examples/common/debsrc.sh
+source "$SRCROOT/examples/common/debsrc.sh"
+
+# The patched source tree in $WORK/src, the unpatched one in $WORK/pristine.
+prepare_source()
+{
+	debsrc_extract "$WORK/pristine"
+	rm -rf "$WORK/src"
+	cp -a "$WORK/pristine" "$WORK/src"
+	(cd "$WORK/src" && patch -p1 --quiet <"$PATCH") ||
+		die "jemalloc-5.3.0-madvx.patch does not apply"
+}
+
+# configure (debian/rules' options on amd64, dpkg-buildflags) and make of
+# the shared library in $1, with extra CPPFLAGS $2, LDFLAGS $3 and LIBS $4.
+# The test programs are made when they are chosen (make_tests).
+build()
+{
+	local dir=$1 cppflags ldflags
+	cppflags="$(dpkg-buildflags --get CPPFLAGS) $2"
+	ldflags="$(dpkg-buildflags --get LDFLAGS) $3"
+	log "configure + make in $dir"
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	if ! (cd "$dir" && "$WORK/src/configure" --with-version=VERSION \
+		--with-lg-page=12 --with-lg-hugepage=21 --enable-prof \
+		CFLAGS="$(dpkg-buildflags --get CFLAGS)" CPPFLAGS="$cppflags" \
+		LDFLAGS="$ldflags" LIBS="$4") >"$dir.configure.out" 2>&1 ||
+	   ! make -C "$dir" -j"$JOBS" build_lib_shared >"$dir.make.out" 2>&1; then
+		tail -n 40 "$dir.configure.out" "$dir.make.out" >&2 || true
+		die "building $dir failed"
+	fi
+}
+
+# Without JEMALLOC_MADVX the patched files are the stock ones: every token
+# the compiler sees is the same, so "stock" is stock although it is built
+# from the patched tree.  Preprocessed as the stock build compiles them
+# (its CPPFLAGS, its generated headers first); jemalloc's assertions carry
+# __FILE__ and __LINE__, which differ by construction ("file.c", 123 -> "",0).
+check_guard()
+{
+	local f a b files cppflags
+	mapfile -t files < <(sed -n 's|^+++ b/||p' "$PATCH")
+	((${#files[@]} > 0)) || die "no file names in $PATCH"
+	# shellcheck disable=SC2016 # $(objroot) is make's, matched literally
+	read -ra cppflags < <(sed -n 's/^CPPFLAGS := \(.*\) -I\$(objroot).*/\1/p' "$WORK/stock/Makefile")
+	for f in "${files[@]}"; do
+		[[ $f == *.c ]] || continue	# headers: through the .c files
+		a=$(tokens "$WORK/pristine" "$f" "${cppflags[@]}")
+		b=$(tokens "$WORK/src" "$f" "${cppflags[@]}")
+		[[ $a == "$b" ]] ||
+			die "$f without -DJEMALLOC_MADVX differs from the unpatched source"
+	done
+}
+
+# The tokens of source file $2 of tree $1 (CPPFLAGS ${@:3}), as check_guard
+# compares them.
+tokens()
+{
+	local tree=$1 f=$2
+	shift 2
+	cc -E -P "$@" -I"$WORK/stock/include" -I"$tree/include" "$tree/$f" |
+		tr -d ' \t\n' | sed -E 's/"[^"]*\.[ch]",[0-9]+/"",0/g'
+}
+
+# The patched library must really use libmadvx (a build that lost the
+# define would pass every test without it), the stock one must not.
+check_symbols()
+{
+	local s p
+	s=$(nm -D "$WORK/stock/lib/libjemalloc.so.2")
+	p=$(nm -D "$WORK/patched/lib/libjemalloc.so.2")
+	[[ $p == *" U madvx_batch_add_flags"* && $p == *" U madvx_batch_flush"* ]] ||
+		die "the patched libjemalloc.so.2 does not call madvx_batch_add_flags/flush"
+	[[ $s != *madvx_* ]] || die "the stock libjemalloc.so.2 references libmadvx"
+}
+
+# Every test `make check` runs (unit, integration, integration/cpp), as
+# unit/NAME, integration/NAME, integration/cpp/NAME.
+all_tests()
+{
+	make -s -C "$WORK/stock" -f Makefile -f - print-madvx-tests <<'EOF' |
+print-madvx-tests:
+	@echo $(TESTS_UNIT) $(TESTS_INTEGRATION) $(TESTS_INTEGRATION_CPP)
+EOF
+		tr ' ' '\n' | sed -n 's|.*test/\(.*\)\.c[p]*$|\1|p'
+}
+
+# The chosen test programs of build $1 (make's own dependencies decide
+# what is out of date).
+make_tests()
+{
+	local t targets=()
+	for t in "${TESTS[@]}"; do
+		[[ $t == je-purge ]] || targets+=("test/$t")
+	done
+	((${#targets[@]} == 0)) ||
+		make -C "$1" -j"$JOBS" "${targets[@]}" >"$1.make-tests.out" 2>&1 ||
+		{ tail -n 40 "$1.make-tests.out" >&2; die "building the tests in $1 failed"; }
+}
+
+# Left out by default (MADVX_JEMALLOC_TESTS=all runs them): unit tests of
+# data structures and utilities that never reach the page allocator, so
+# nothing the patch changes (18 of the unit tests' ~50 s per build).
+NOT_PURGING=(
+	unit/atomic unit/bit_util unit/bitmap unit/buf_writer unit/ckh
+	unit/counter unit/div unit/emitter unit/fb unit/fxp unit/hash unit/log
+	unit/malloc_io unit/math unit/mpsc_queue unit/mq unit/mtx unit/nstime
+	unit/ph unit/prng unit/ql unit/qr unit/rb unit/rtree unit/SFMT unit/sc
+	unit/seq unit/size_classes unit/smoothstep unit/spin unit/sz
+	unit/ticker unit/witness
+)
+
+# One of jemalloc's tests (NAME: unit/decay, ...) of build $1 with the
+# environment $2, through its test/test.sh (which adds $MALLOC_CONF to the
+# test's own), output to $4; prints pass, skip or fail.
+run_jemalloc_test()
+{
+	local dir=$1 envs=$2 t=$3 out=$4
+	# shellcheck disable=SC2086 # $envs is a list of NAME=value words
+	(cd "$dir" && env $envs timeout "$TIMEOUT" sh test/test.sh "test/$t") >"$out" 2>&1 || true
+	case $(grep 'Test suite summary' "$out" || true) in
+	*"pass: 1/1,"*) echo pass ;;
+	*"skip: 1/1,"*) echo skip ;;
+	*) echo fail ;;
+	esac
+}
+
+# je-purge with build $1's library preloaded, environment $2.
+run_je_purge()
+{
+	# shellcheck disable=SC2086 # $envs is a list of NAME=value words, $PURGE the arguments
+	if env $2 LD_PRELOAD="$1/lib/libjemalloc.so.2" timeout "$TIMEOUT" \
+		"$WORK/je-purge" $PURGE >"$3" 2>&1; then
+		echo pass
+	else
+		echo fail
+	fi
+}
+
+# The environment $1 without MALLOC_CONF.
+without_malloc_conf()
+{
+	local w out=()
+	for w in $1; do
+		[[ $w == MALLOC_CONF=* ]] || out+=("$w")
+	done
+	echo "${out[*]}"
+}
+
+# The tests of build $1 with the environment $2, one by one; one line per
+# test: "NAME pass|skip|fail SECONDS".  Outputs in $WORK/out/$3-*.  As in
+# `make check`, a configuration's MALLOC_CONF is for the integration tests
+# (and je-purge): the unit tests set their own (test/unit/*.sh) and some
+# wait for purges their own settings make (unit/arena_decay spins until
+# its timeout under decay 0), so they run without it, and only where the
+# rest of the environment differs from the default configuration's.
+run_tests()
+{
+	local dir=$1 envs=$2 tag=$3 t e out st t0
+	for t in "${TESTS[@]}"; do
+		e=$envs
+		if [[ $t == unit/* ]]; then
+			e=$(without_malloc_conf "$envs")
+			[[ -n $e || $envs != *MALLOC_CONF=* ]] || continue
+		fi
+		out=$WORK/out/$tag-${t//\//-}.out
+		t0=$SECONDS
+		if [[ $t == je-purge ]]; then
+			st=$(run_je_purge "$dir" "$e" "$out")
+		else
+			st=$(run_jemalloc_test "$dir" "$e" "$t" "$out")
+		fi
+		echo "$t $st $((SECONDS - t0))"
+	done
+}
+
+# "PASS n SKIP m FAIL k (s s)" of a results file.
+summary()
+{
+	awk '{ n[$2]++; s += $3 } END { printf "PASS %d SKIP %d FAIL %d (%d s)\n",
+		n["pass"], n["skip"], n["fail"], s }' "$1"
+}
+
+debsrc_fetch jemalloc 5.3.0-1 bookworm
+# Each build is redone when what it is built from changed (a stamp per
+# build, written only after a complete build).
+if [[ ! -f $WORK/src.ready || $WORK/src.ready -ot $DSC || $WORK/src.ready -ot $PATCH ]]; then
+	rm -f "$WORK/src.ready" "$WORK/stock.built" "$WORK/patched.built"
+	prepare_source
+	touch "$WORK/src.ready"
+fi
+if [[ ! -f $WORK/stock.built ]]; then
+	build "$WORK/stock" "" "" ""
+	touch "$WORK/stock.built"
+fi
+check_guard
+if [[ ! -f $WORK/patched.built || $WORK/patched.built -ot $BUILDROOT/src/libmadvx.so ]]; then
+	rm -f "$WORK/patched.built"
+	build "$WORK/patched" "-DJEMALLOC_MADVX -I$SRCROOT/include -I$BUILDROOT/include" \
+		"-L$BUILDROOT/src -Wl,-rpath,$BUILDROOT/src" "-lmadvx"
+	touch "$WORK/patched.built"
+fi
+check_symbols
+# je-purge.c: the churn bench.sh measures, here a test of both builds.
+if [[ ! -x $WORK/je-purge || $WORK/je-purge -ot $HERE/je-purge.c ]]; then
+	cc -O2 -Wall -pthread -o "$WORK/je-purge" "$HERE/je-purge.c" ||
+		die "cannot build je-purge"
+fi
+
+case ${MADVX_JEMALLOC_TESTS:-} in
+"") mapfile -t TESTS < <(all_tests | grep -vxF -f <(printf '%s\n' "${NOT_PURGING[@]}"); echo je-purge) ;;
+all) mapfile -t TESTS < <(all_tests; echo je-purge) ;;
+*) IFS=, read -ra TESTS <<<"$MADVX_JEMALLOC_TESTS" ;;
+esac
+((${#TESTS[@]} > 0)) || die "no tests to run"
+mapfile -t known < <(all_tests)
+for t in "${TESTS[@]}"; do
+	[[ $t == je-purge || " ${known[*]} " == *" $t "* ]] || die "jemalloc has no test $t"
+done
+make_tests "$WORK/stock"
+make_tests "$WORK/patched"
+
+# The builds of one configuration run side by side (one core each).
+rm -rf "$WORK/out"
+mkdir -p "$WORK/out"
+fail=0
+ran=0
+echo "${#TESTS[@]} tests: ${TESTS[*]}"
+for c in "${CONFIGS[@]}"; do
+	IFS='|' read -r name variants envs <<<"$c"
+	client_selected "${MADVX_JEMALLOC_CONFIGS:-}" "$name" || continue
+	ran=$((ran + 1))
+	for v in $variants; do
+		run_tests "$WORK/$v" "$envs" "$v-$name" >"$WORK/out/$v-$name.res" &
+	done
+	wait
+	for v in $variants; do
+		printf '%-10s %-8s %s\n' "$name" "$v" "$(summary "$WORK/out/$v-$name.res")"
+	done
+	# New failures: failed patched, passed (or skipped) stock - or, where
+	# the configuration has no stock run, failed at all.
+	stock=$WORK/out/stock-$name.res
+	[[ -f $stock ]] || stock=/dev/null
+	new=$(awk 'NR == FNR { st[$1] = $2; next }
+		$2 == "fail" && st[$1] != "fail" { printf " %s", $1 }' \
+		"$stock" "$WORK/out/patched-$name.res")
+	old=$(awk '$2 == "fail" { printf " %s", $1 }' "$stock")
+	[[ -z $old ]] || echo "$name: failing in stock too:$old"
+	if [[ -n $new ]]; then
+		echo "$name: NEW FAILURES (patched only):$new"
+		for t in $new; do
+			tail -n 20 "$WORK/out/patched-$name-${t//\//-}.out" >&2
+		done
+		fail=1
+	fi
+done
+((ran > 0)) || die "MADVX_JEMALLOC_CONFIGS=$MADVX_JEMALLOC_CONFIGS names no configuration"
+exit $fail
