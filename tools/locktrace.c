@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -547,5 +548,197 @@ int locktrace_measure(struct locktrace *lt, void (*fn)(void *), void *arg,
 		return -ENOMEM;
 	ret = measure(lt, fn, arg, out, pp, tids, sizeof(tids));
 	free(pp);
+	return ret;
+}
+
+/* ---- tracing a command ---- */
+
+/* Filter (when the spec has one) and enable switch of "group/event[:filter]". */
+static int event_set(int inst_fd, const char *spec, bool on)
+{
+	const char *colon = strchr(spec, ':');
+	size_t n = colon ? (size_t)(colon - spec) : strlen(spec);
+	char path[256], name[160];
+	int ret;
+
+	if (n >= sizeof(name))
+		return -ENAMETOOLONG;
+	memcpy(name, spec, n);
+	name[n] = 0;
+	if (colon) {
+		snprintf(path, sizeof(path), "events/%s/filter", name);
+		ret = write_at(inst_fd, path, on ? colon + 1 : "0", O_TRUNC);
+		if (ret)
+			return ret;
+	}
+	snprintf(path, sizeof(path), "events/%s/enable", name);
+	return write_at(inst_fd, path, on ? "1" : "0", 0);
+}
+
+struct feed {
+	char *buf;
+	size_t len, cap;
+	void (*line)(void *arg, const char *text);
+	void *arg;
+	bool *lost;
+};
+
+/* Read what the pipe holds, hand out complete lines, keep a partial one. */
+static int feed_lines(struct locktrace *lt, struct feed *f)
+{
+	for (;;) {
+		char *start, *nl;
+		ssize_t n;
+
+		if (f->cap - f->len < 65536) {
+			size_t cap = f->cap ? f->cap * 2 : 1 << 20;
+			char *nb = realloc(f->buf, cap);
+
+			if (!nb)
+				return -ENOMEM;
+			f->buf = nb;
+			f->cap = cap;
+		}
+		n = read(lt->pipe_fd, f->buf + f->len, f->cap - f->len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return 0;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return 0;
+		f->len += (size_t)n;
+		f->buf[f->len] = 0;
+		for (start = f->buf; (nl = strchr(start, '\n')); start = nl + 1) {
+			*nl = 0;
+			if (strstr(start, "[LOST ") && strstr(start, " EVENTS]"))
+				*f->lost = true;
+			f->line(f->arg, start);
+		}
+		f->len -= (size_t)(start - f->buf);
+		memmove(f->buf, start, f->len);
+	}
+}
+
+/* The child waits for the gate, so the trace sees its first instruction. */
+static pid_t spawn_gated(char *const argv[], int *gate_wr)
+{
+	int gate[2];
+	pid_t pid;
+
+	if (pipe2(gate, O_CLOEXEC))
+		return -errno;
+	pid = fork();
+	if (pid == 0) {
+		char c;
+
+		close(gate[1]);
+		if (read(gate[0], &c, 1) != 1)
+			_exit(127);
+		execvp(argv[0], argv);
+		fprintf(stderr, "locktrace: exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(gate[0]);
+	if (pid < 0) {
+		pid = -errno;
+		close(gate[1]);
+		return pid;
+	}
+	*gate_wr = gate[1];
+	return pid;
+}
+
+/* Start tracing @pid and its descendants (event-fork), then open the gate. */
+static int follow(struct locktrace *lt, pid_t pid, int gate_wr)
+{
+	char pidstr[16];
+	size_t len;
+	int ret;
+
+	snprintf(pidstr, sizeof(pidstr), "%d", (int)pid);
+	lt->pids[0] = 0;	/* locktrace_measure() must write its own set */
+	if ((ret = write_at(lt->inst_fd, "set_event_pid", pidstr, O_TRUNC)) ||
+	    (ret = write_at(lt->inst_fd, "options/event-fork", "1", 0)) ||
+	    (ret = read_pipe(lt, false, &len)) ||
+	    (ret = write_at(lt->inst_fd, "tracing_on", "1", 0))) {
+		set_why(lt, "%s", "starting the trace of the child", -ret);
+		return ret;
+	}
+	if (write(gate_wr, "g", 1) != 1) {
+		ret = -errno;
+		set_why(lt, "%s", "releasing the child", -ret);
+	}
+	return ret;
+}
+
+/* Feed the trace until the child exits; its wait status, or -errno. */
+static int feed_until_exit(struct locktrace *lt, pid_t pid, struct feed *f, struct rusage *ru)
+{
+	int status, ret;
+
+	for (;;) {
+		struct pollfd pfd = { .fd = lt->pipe_fd, .events = POLLIN };
+		pid_t w = wait4(pid, &status, WNOHANG, ru);
+
+		if (w == pid)
+			break;
+		if (w < 0 && errno != EINTR)
+			return -errno;
+		ret = feed_lines(lt, f);
+		if (ret)
+			return ret;
+		poll(&pfd, 1, 10);
+	}
+	ret = write_at(lt->inst_fd, "tracing_on", "0", 0);
+	if (!ret)
+		ret = feed_lines(lt, f);
+	return ret ? ret : status;
+}
+
+int locktrace_run(struct locktrace *lt, const char *const *events, char *const argv[],
+		  void (*line)(void *arg, const char *text), void *arg,
+		  struct rusage *ru, bool *lost)
+{
+	struct feed f = { .line = line, .arg = arg, .lost = lost };
+	int gate_wr = -1, ret = 0, n;
+	pid_t pid;
+
+	*lost = false;
+	memset(ru, 0, sizeof(*ru));
+	if (lt->inst_fd < 0)
+		return -EBADF;
+	for (n = 0; events && events[n]; n++) {
+		ret = event_set(lt->inst_fd, events[n], true);
+		if (ret) {
+			set_why(lt, "enabling %s (kernel without it?)", events[n], -ret);
+			goto out;
+		}
+	}
+	pid = spawn_gated(argv, &gate_wr);
+	if (pid < 0) {
+		ret = pid;
+		set_why(lt, "%s", "fork", -ret);
+		goto out;
+	}
+	ret = follow(lt, pid, gate_wr);
+	close(gate_wr);		/* on failure the child sees EOF and exits 127 */
+	if (ret)
+		kill(pid, SIGKILL);
+	if (!ret)
+		ret = feed_until_exit(lt, pid, &f, ru);
+	if (ret < 0) {
+		kill(pid, SIGKILL);
+		while (wait4(pid, NULL, 0, ru) < 0 && errno == EINTR)
+			;
+		write_at(lt->inst_fd, "tracing_on", "0", 0);
+	}
+out:
+	write_at(lt->inst_fd, "options/event-fork", "0", 0);
+	for (; n >= 0; n--)	/* a failed one too: its filter may be set */
+		if (events && events[n])
+			event_set(lt->inst_fd, events[n], false);
+	free(f.buf);
 	return ret;
 }

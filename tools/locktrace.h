@@ -31,6 +31,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 struct locktrace {
@@ -79,6 +80,23 @@ int locktrace_open(struct locktrace *lt);
  */
 int locktrace_measure(struct locktrace *lt, void (*fn)(void *), void *arg,
 		      struct locktrace_result *out);
+
+/*
+ * locktrace_run - run argv[0] (searched in PATH) as a child and trace its
+ * whole process tree - every thread and process it creates, from its
+ * first instruction to its exit - with the mmap_lock tracepoints plus the
+ * @events named (NULL-terminated; "group/event" or "group/event:filter",
+ * e.g. "syscalls/sys_enter_ioctl:cmd == 0xc0686611"). Each complete trace
+ * line is handed to @line(@arg, text) while the child runs (the buffer is
+ * drained as it fills, so long runs lose nothing unless the reader falls
+ * behind: *@lost). The child's resource usage (wait4) goes to @ru.
+ * Returns the child's wait status (>= 0) or -errno (with lt->why); the
+ * extra events are disabled again before it returns. Not thread-safe
+ * against locktrace_measure() on the same @lt.
+ */
+int locktrace_run(struct locktrace *lt, const char *const *events, char *const argv[],
+		  void (*line)(void *arg, const char *text), void *arg,
+		  struct rusage *ru, bool *lost);
 
 /* Tear down the instance and free everything; safe after a failed open. */
 void locktrace_close(struct locktrace *lt);

@@ -12,6 +12,9 @@
 #   client_strace_counts OUT        "madvise process_madvise procmap_query"
 #   client_median WORDS             median of the numbers in WORDS
 #   client_ratio A B                A / B as "0.48x" (0.00x when B is 0)
+#   client_bench CSV REPS           measure every case of CASES with every
+#                                   build of BUILDS, REPS times interleaved
+#   client_bench_table CSV          the table and median rows of that CSV
 
 log() { printf '[%s %s] %s\n' "$CLIENT" "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { printf '[%s] ERROR: %s\n' "$CLIENT" "$*" >&2; exit 1; }
@@ -72,4 +75,150 @@ client_median()
 client_ratio()
 {
 	awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", b ? a / b : 0 }'
+}
+
+# ---- the benchmark tables of bench.sh and bench/clients.sh ----
+#
+# The caller sets
+#   CASES=("name|NAME=value ...")    what runs, with its environment
+#   BUILDS=("name|NAME=value ...")   stock and routed builds; the first is
+#                                    the reference of the "vs" columns
+#   RELCOUNT                         path of madvx-relcount (bench/)
+# and defines client_bench_cmd CASE BUILD, which sets the array CMD to the
+# command of that cell (without the environment words), and may define
+# client_bench_score OUTPUT-FILE, which prints the workload's own figure of
+# merit (e.g. operations per second of a fixed-duration run) or "-".
+#
+# Each cell runs twice per repetition: once measured by madvx-relcount -t
+# (root: the release calls, PROCMAP_QUERY look-ups and the mmap_lock
+# acquisitions inside the release calls, from tracepoints; without root,
+# strace counts the calls and the lock columns are "-") and once untraced
+# for wall time, max RSS and the score.  Any failed run ends the benchmark.
+
+CLIENT_BENCH_HEADER=case,build,rep,madvise,process_madvise,procmap_query,total,rel_lock_read,rel_lock_write,wall_ms,maxrss_kb,score
+
+# client_kv FILE NAME: the value of NAME=value in madvx-relcount's line.
+client_kv()
+{
+	grep -o "\b$2=[^ ]*" "$1" | head -n1 | cut -d= -f2
+}
+
+# "madvise,process_madvise,procmap_query,total,rel_lock_read,rel_lock_write" of one run.
+client_bench_count()
+{
+	local envs=$1 out m p q rr=- rw=- st=0
+	out=$(mktemp)
+	if ((EUID == 0)); then
+		# shellcheck disable=SC2086 # $envs is a list of NAME=value words
+		"$RELCOUNT" -t -o "$out" env $envs "${CMD[@]}" >/dev/null 2>&1 || st=$?
+		[[ $(client_kv "$out" lost) != 1 ]] ||
+			log "trace buffer overflowed in ${CMD[*]}: its counts are low"
+		m=$(client_kv "$out" madvise)
+		p=$(client_kv "$out" process_madvise)
+		q=$(client_kv "$out" procmap_query)
+		rr=$(client_kv "$out" rel_lock_read)
+		rw=$(client_kv "$out" rel_lock_write)
+	else
+		# shellcheck disable=SC2086 # as above
+		client_strace "$out" env $envs "${CMD[@]}" >/dev/null 2>&1 || st=$?
+		read -r m p q < <(client_strace_counts "$out")
+	fi
+	rm -f "$out"
+	((st == 0)) || die "${CMD[*]} ($envs) failed under tracing: status $st"
+	echo "$m,$p,$q,$((m + p + q)),$rr,$rw"
+}
+
+# "wall_ms,maxrss_kb,score" of one untraced run.
+client_bench_time()
+{
+	local envs=$1 out res score=- st=0
+	out=$(mktemp)
+	res=$(mktemp)
+	# shellcheck disable=SC2086 # as in client_bench_count
+	"$RELCOUNT" -o "$res" env $envs "${CMD[@]}" >"$out" 2>&1 || st=$?
+	((st == 0)) || { tail -n5 "$out" >&2; die "${CMD[*]} ($envs) failed: status $st"; }
+	! declare -F client_bench_score >/dev/null || score=$(client_bench_score "$out")
+	echo "$(client_kv "$res" wall_ms),$(client_kv "$res" maxrss_kb),$score"
+	rm -f "$out" "$res"
+}
+
+client_bench()
+{
+	local csv=$1 reps=$2 c b r cname cenv bname benv counts times
+	[[ -x ${RELCOUNT:-} ]] || die "no madvx-relcount at '${RELCOUNT:-}' (build bench/ of libmadvx, or set MADVX_RELCOUNT)"
+	((EUID == 0)) || client_need_tools "the counts need it without root" strace
+	echo "$CLIENT_BENCH_HEADER" >"$csv"
+	for c in "${CASES[@]}"; do
+		IFS='|' read -r cname cenv <<<"$c"
+		[[ $cname != *,* ]] || die "case name '$cname' has a comma (a CSV field)"
+		for ((r = 1; r <= reps; r++)); do
+			for b in "${BUILDS[@]}"; do
+				IFS='|' read -r bname benv <<<"$b"
+				client_bench_cmd "$cname" "$bname"
+				counts=$(client_bench_count "$cenv $benv") || exit 1
+				times=$(client_bench_time "$cenv $benv") || exit 1
+				echo "$cname,$bname,$r,$counts,$times" >>"$csv"
+				log "$cname, $bname, run $r: $counts,$times"
+			done
+		done
+	done
+}
+
+# Medians per case and build (the lower one of an even count: a measured
+# value; "-" when nothing was measured), ratios to the case's first build.
+client_bench_table()
+{
+	awk -F, '
+	function med(key,   n, i, j, t, v) {
+		n = split(vals[key], v, " ")
+		for (i = 2; i <= n; i++)
+			for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) {
+				t = v[j]; v[j] = v[j - 1]; v[j - 1] = t
+			}
+		return n ? v[int((n + 1) / 2)] : "-"
+	}
+	function ratio(a, b) {
+		return (a == "-" || b == "-" || b + 0 == 0) ? "-" : sprintf("%.2fx", a / b)
+	}
+	NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+	{
+		cell = $1 SUBSEP $2
+		if (!(cell in seen)) { seen[cell] = 1; order[++ncell] = cell }
+		if (!($1 in ref)) ref[$1] = $2
+		for (k in col)
+			if (col[k] > 3 && $col[k] != "-")
+				vals[cell, k] = vals[cell, k] " " $col[k]
+		if ($col["score"] != "-")
+			scored = 1
+	}
+	END {
+		printf "| case | build | madvise | process_madvise | PROCMAP_QUERY | total | vs ref | release mmap_lock r/w | wall ms | vs ref | max RSS MiB | vs ref |%s\n", \
+			scored ? " score | vs ref |" : ""
+		printf "|---|---|---|---|---|---|---|---|---|---|---|---|%s\n", scored ? "---|---|" : ""
+		for (i = 1; i <= ncell; i++) {
+			split(order[i], cb, SUBSEP)
+			r = cb[1] SUBSEP ref[cb[1]]
+			c = order[i]
+			rss = med(c SUBSEP "maxrss_kb")
+			rrss = med(r SUBSEP "maxrss_kb")
+			line = sprintf("| %s | %s | %s | %s | %s | %s | %s | %s/%s | %s | %s | %s | %s |", cb[1], cb[2], \
+				med(c SUBSEP "madvise"), med(c SUBSEP "process_madvise"), med(c SUBSEP "procmap_query"), \
+				med(c SUBSEP "total"), ratio(med(c SUBSEP "total"), med(r SUBSEP "total")), \
+				med(c SUBSEP "rel_lock_read"), med(c SUBSEP "rel_lock_write"), \
+				med(c SUBSEP "wall_ms"), ratio(med(c SUBSEP "wall_ms"), med(r SUBSEP "wall_ms")), \
+				rss == "-" ? "-" : sprintf("%.1f", rss / 1024), ratio(rss, rrss))
+			if (scored)
+				line = line sprintf(" %s | %s |", med(c SUBSEP "score"), \
+					ratio(med(c SUBSEP "score"), med(r SUBSEP "score")))
+			print line
+			rows[i] = sprintf("%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s", cb[1], cb[2], med(c SUBSEP "madvise"), \
+				med(c SUBSEP "process_madvise"), med(c SUBSEP "procmap_query"), med(c SUBSEP "total"), \
+				med(c SUBSEP "rel_lock_read"), med(c SUBSEP "rel_lock_write"), med(c SUBSEP "wall_ms"), \
+				rss, med(c SUBSEP "score"))
+		}
+		print ""
+		print "CSV (medians): case,build,madvise,process_madvise,procmap_query,total,rel_lock_read,rel_lock_write,wall_ms,maxrss_kb,score"
+		for (i = 1; i <= ncell; i++)
+			print rows[i]
+	}' "$1"
 }

@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The clients benchmark (issue 20): real allocators and a real GC, stock
+# and releasing through libmadvx, on the allocator community's workloads.
+#
+#   bench/clients.sh MIMALLOC_BENCH [REPS]
+#
+# MIMALLOC_BENCH: a checkout of mimalloc-bench (https://github.com/daanx/
+# mimalloc-bench), a git directory or a git URL; its in-tree workloads
+# (bench/: larson, mstress, rptest, xmalloc-test, cache-scratch,
+# alloc-test, glibc-simple, malloc-large) are compiled here with mimalloc-
+# bench's own arguments (bench.sh), threads = nproc, and run with each
+# allocator's library preloaded: Debian's jemalloc 5.3.0 and mimalloc
+# 2.0.9, each stock and patched (examples/jemalloc, examples/mimalloc: one
+# libmadvx batch per purge pass). bdwgc: gctest (threads, incremental
+# mode), Debian's libgc 8.2.2 stock and patched (examples/bdwgc).
+#
+# Every cell: a run traced by bench/madvx-relcount (as root: madvise,
+# process_madvise and PROCMAP_QUERY calls of the whole process tree, and
+# the mmap_lock acquisitions inside the release calls; strace counts without
+# root) and an untraced run (wall time, max RSS, and the workload's own
+# score where it runs for a fixed time: larson ops/s, xmalloc-test
+# frees/s). REPS (default 3) interleaved repetitions, medians.  Prints a
+# table and CSV rows; every run in WORK/clients.csv.
+#
+# Environment: MADVX_CLIENTS_BUILD (libmadvx's build directory, default
+# build-clients; the clients' builds go into it, as `meson test --suite
+# clients` leaves them), MADVX_CLIENTS_ALLOCATORS (comma list of jemalloc,
+# mimalloc, bdwgc; default all), MADVX_CLIENTS_WORKLOADS (comma list of the
+# workloads above; default all).  Needs the network (apt source packages,
+# and MIMALLOC_BENCH when it is a URL), about 15 minutes of builds the first
+# time and 30-40 minutes of runs at REPS 3 on 2 cores.
+set -euo pipefail
+
+SRCROOT=$(cd "$(dirname "$0")/.." && pwd)
+(($# >= 1)) || { sed -n '5,6p' "$0" >&2; exit 2; }
+MB_SRC=$1
+REPS=${2:-3}
+BUILD=${MADVX_CLIENTS_BUILD:-$SRCROOT/build-clients}
+ALLOCATORS=${MADVX_CLIENTS_ALLOCATORS:-jemalloc,mimalloc,bdwgc}
+WORKLOADS=${MADVX_CLIENTS_WORKLOADS:-larson,mstress,rptest,xmalloc-test,cache-scratch,alloc-test,glibc-simple,malloc-large}
+PROCS=$(nproc)
+CLIENT=clients
+# shellcheck source=examples/common/client.sh
+source "$SRCROOT/examples/common/client.sh"
+# shellcheck source=tools/deps.sh
+source "$SRCROOT/tools/deps.sh"
+need_pkgs "${BUILD_PKGS[@]}" git strace
+
+# libmadvx, madvx-relcount, and each client's stock and patched builds
+# (their check.sh with the fewest tests that still build both trees).
+build_all()
+{
+	[[ -f $BUILD/build.ninja ]] || meson setup "$BUILD" "$SRCROOT" -Dbuildtype=release >/dev/null
+	ninja -C "$BUILD" >/dev/null
+	if client_selected "$ALLOCATORS" jemalloc; then
+		MADVX_JEMALLOC_TESTS=je-purge MADVX_JEMALLOC_CONFIGS=default \
+			"$SRCROOT/examples/jemalloc/check.sh" "$SRCROOT" "$BUILD" >"$BUILD/clients-jemalloc.log" 2>&1 ||
+			die "jemalloc's builds failed: $BUILD/clients-jemalloc.log"
+	fi
+	if client_selected "$ALLOCATORS" mimalloc; then
+		MADVX_MIMALLOC_CONFIGS=default \
+			"$SRCROOT/examples/mimalloc/check.sh" "$SRCROOT" "$BUILD" >"$BUILD/clients-mimalloc.log" 2>&1 ||
+			die "mimalloc's builds failed: $BUILD/clients-mimalloc.log"
+	fi
+	if client_selected "$ALLOCATORS" bdwgc; then
+		MADVX_BDWGC_CONFIGS=default \
+			"$SRCROOT/examples/bdwgc/check.sh" "$SRCROOT" "$BUILD" >"$BUILD/clients-bdwgc.log" 2>&1 ||
+			die "bdwgc's builds failed: $BUILD/clients-bdwgc.log"
+	fi
+}
+
+# mimalloc-bench's source in $MB (a checkout is used in place).
+get_mimalloc_bench()
+{
+	if [[ -d $MB_SRC/bench/larson ]]; then
+		MB=$(cd "$MB_SRC" && pwd)
+		return
+	fi
+	MB=$BUILD/mimalloc-bench
+	[[ -d $MB/bench/larson ]] && return
+	rm -rf "$MB"
+	git clone -q "$MB_SRC" "$MB" || die "cannot clone mimalloc-bench from $MB_SRC"
+}
+
+# The workloads, compiled as mimalloc-bench's bench/CMakeLists.txt does.
+compile_workloads()
+{
+	local b=$MB/bench o=$BUILD/mb
+	mkdir -p "$o"
+	log "compiling mimalloc-bench's workloads ($(git -C "$MB" rev-parse --short HEAD 2>/dev/null || echo "not a git checkout"))"
+	c++ -O2 -w -std=c++17 -DCPP=1 -o "$o/larson" "$b/larson/larson.cpp" -lpthread
+	cc -O2 -w -o "$o/mstress" "$b/mstress/mstress.c" -lpthread
+	cc -O2 -w -I"$b/rptest" -o "$o/rptest" "$b/rptest/rptest.c" "$b/rptest/thread.c" \
+		"$b/rptest/timer.c" -lpthread -lm
+	cc -O2 -w -o "$o/xmalloc-test" "$b/xmalloc-test/xmalloc-test.c" -lpthread
+	c++ -O2 -w -std=c++17 -o "$o/cache-scratch" "$b/cache-scratch/cache-scratch.cpp" -lpthread
+	c++ -O2 -w -std=c++17 -DBENCH=4 -o "$o/alloc-test" "$b/alloc-test/test_common.cpp" \
+		"$b/alloc-test/allocator_tester.cpp" -lpthread
+	cc -O2 -w -o "$o/glibc-simple" "$b/glibc-bench/bench-malloc-simple.c" -lpthread
+	c++ -O2 -w -std=c++17 -o "$o/malloc-large" "$b/malloc-large/malloc-large.cpp" -lpthread
+}
+
+# mimalloc-bench's bench.sh arguments, with its $procs.
+workload_args()
+{
+	case $1 in
+	larson) echo "5 8 1000 5000 100 4141 $PROCS" ;;
+	mstress) echo "$PROCS 50 25" ;;
+	rptest) echo "$PROCS 0 1 2 500 1000 100 8 16000" ;;
+	xmalloc-test) echo "-w $PROCS -t 5 -s 64" ;;
+	cache-scratch) echo "1 1000 1 2000000 $PROCS" ;;
+	alloc-test) echo "$PROCS" ;;
+	glibc-simple | malloc-large) echo "" ;;
+	*) die "unknown workload $1" ;;
+	esac
+}
+
+library_of()
+{
+	case $1 in
+	jemalloc) echo "$BUILD/jemalloc/$2/lib/libjemalloc.so.2" ;;
+	mimalloc) echo "$BUILD/mimalloc/$2/libmimalloc.so.2" ;;
+	esac
+}
+
+# Cases "allocator workload"; bdwgc's is "bdwgc gctest".
+client_bench_cmd()
+{
+	local alloc=${1%% *} work=${1#* } tree
+	if [[ $alloc == bdwgc ]]; then
+		tree=$BUILD/bdwgc/$2
+		CMD=(env LD_LIBRARY_PATH="$tree/.libs" "$tree/.libs/gctest")
+		return
+	fi
+	# shellcheck disable=SC2207 # the arguments are words
+	CMD=(env LD_PRELOAD="$(library_of "$alloc" "$2")" "$BUILD/mb/$work" $(workload_args "$work"))
+}
+
+# The fixed-duration workloads' own figure: larson's operations per second,
+# xmalloc-test's frees per second (millions).
+client_bench_score()
+{
+	sed -n -e 's/^Throughput = *\([0-9.]*\) operations.*/\1/p' \
+		-e 's/^rtime: [0-9.]*, free\/sec: \([0-9.]*\) M.*/\1/p' "$1" | head -n1 | grep . || echo -
+}
+
+build_all
+get_mimalloc_bench
+compile_workloads
+RELCOUNT=$BUILD/bench/madvx-relcount
+CASES=()
+for a in jemalloc mimalloc; do
+	client_selected "$ALLOCATORS" "$a" || continue
+	for w in larson mstress rptest xmalloc-test cache-scratch alloc-test glibc-simple malloc-large; do
+		client_selected "$WORKLOADS" "$w" && CASES+=("$a $w|")
+	done
+done
+client_selected "$ALLOCATORS" bdwgc && CASES+=("bdwgc gctest|" "bdwgc gctest threshold 1|GC_UNMAP_THRESHOLD=1")
+BUILDS=("stock|" "patched|")
+((${#CASES[@]})) || die "no case selected (MADVX_CLIENTS_ALLOCATORS, MADVX_CLIENTS_WORKLOADS)"
+
+client_bench "$BUILD/clients.csv" "$REPS"
+client_bench_table "$BUILD/clients.csv"
+echo "mimalloc-bench $(git -C "$MB" rev-parse --short HEAD 2>/dev/null || echo '?'); threads $PROCS;" \
+	"kernel $(uname -r); load average: $(cut -d' ' -f1-3 /proc/loadavg); $REPS runs per cell," \
+	"medians; every run: $BUILD/clients.csv"

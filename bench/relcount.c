@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: MIT
+/*
+ * madvx-relcount: what a program's memory release path costs, measured from
+ * outside the program (bench/clients.sh runs allocators' benchmarks with
+ * it, stock and routed through libmadvx).
+ *
+ *   madvx-relcount [-t] [-o FILE] [--] COMMAND [ARG...]
+ *
+ * Runs COMMAND and writes one line of name=value words to FILE (default
+ * standard error): status (its exit code, or 128 + signal), wall_ms and
+ * maxrss_kb (the largest resident set of the command and its waited-for
+ * children, from wait4()). With -t (root: tracefs), the command's whole
+ * process tree is traced from its first instruction (tools/locktrace.c,
+ * locktrace_run()) and the line also has:
+ *   madvise, process_madvise   calls of each
+ *   procmap_query              PROCMAP_QUERY ioctls (libmadvx's VMA look-ups)
+ *   rel_lock_read, rel_lock_write
+ *                              mmap_lock acquisitions made inside madvise()
+ *                              and process_madvise() (the release calls'
+ *                              own; a per-VMA lock is not an acquisition)
+ *   lock_read, lock_write      every mmap_lock acquisition of the tree
+ *   lost                       1 when the trace buffer overflowed (counts low)
+ * Tracing costs time: take wall_ms from a run without -t.
+ * Exits with the command's status (125 when it could not be measured).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "locktrace.h"
+
+#define TIDS (1u << 16)		/* thread slots, open addressing */
+
+struct counts {
+	uint64_t madvise, process_madvise, procmap_query;
+	uint64_t rel_lock[2], lock[2];	/* [0] read, [1] write */
+	int32_t tid[TIDS];
+	bool in_release[TIDS];
+	bool tids_full;
+};
+
+static const char *const trace_events[] = {
+	"syscalls/sys_enter_madvise",
+	"syscalls/sys_exit_madvise",
+	"syscalls/sys_enter_process_madvise",
+	"syscalls/sys_exit_process_madvise",
+	/* PROCMAP_QUERY = _IOWR('f', 17, struct procmap_query): 0xc0686611 */
+	"syscalls/sys_enter_ioctl:cmd == 0xc0686611",
+	NULL,
+};
+
+/* The release-call state of thread @tid (a shared dummy once the table is full). */
+static bool *release_state(struct counts *c, long tid)
+{
+	static bool overflow;
+	uint32_t h = (uint32_t)tid * 2654435761u;
+
+	for (uint32_t i = 0; i < TIDS; i++) {
+		uint32_t s = (h + i) & (TIDS - 1);
+
+		if (c->tid[s] == tid)
+			return &c->in_release[s];
+		if (c->tid[s] == 0) {
+			c->tid[s] = (int32_t)tid;
+			return &c->in_release[s];
+		}
+	}
+	c->tids_full = true;
+	overflow = false;
+	return &overflow;
+}
+
+static bool starts(const char *s, const char *prefix)
+{
+	return !strncmp(s, prefix, strlen(prefix));
+}
+
+/*
+ * One trace line: "<comm>-<tid> [cpu] <flags> <sec>.<usec>: <event text>";
+ * syscall events print as "sys_madvise(...)" on entry and
+ * "sys_madvise -> 0x0" on exit.
+ */
+static void count_line(void *arg, const char *text)
+{
+	struct counts *c = arg;
+	const char *br = strstr(text, " ["), *q, *ev;
+	bool *in;
+	long tid;
+
+	if (text[0] == '#' || !br)
+		return;
+	q = br;
+	while (q > text && q[-1] == ' ')
+		q--;
+	while (q > text && q[-1] >= '0' && q[-1] <= '9')
+		q--;
+	tid = strtol(q, NULL, 10);
+	ev = strstr(br, ": ");
+	if (tid <= 0 || !ev)
+		return;
+	ev += 2;
+	in = release_state(c, tid);
+	if (starts(ev, "mmap_lock_acquire_returned:")) {
+		bool w = strstr(ev, "write=true");
+
+		if (strstr(ev, "success=false"))
+			return;
+		c->lock[w]++;
+		if (*in)
+			c->rel_lock[w]++;
+	} else if (starts(ev, "sys_madvise(")) {
+		c->madvise++;
+		*in = true;
+	} else if (starts(ev, "sys_process_madvise(")) {
+		c->process_madvise++;
+		*in = true;
+	} else if (starts(ev, "sys_madvise ->") || starts(ev, "sys_process_madvise ->")) {
+		*in = false;
+	} else if (starts(ev, "sys_ioctl(")) {
+		c->procmap_query++;
+	}
+}
+
+static int exit_code(int status)
+{
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 125;
+}
+
+static int run_plain(char *const argv[], struct rusage *ru)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		execvp(argv[0], argv);
+		fprintf(stderr, "madvx-relcount: exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	while (wait4(pid, &status, 0, ru) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return status;
+}
+
+static int run_traced(char *const argv[], struct rusage *ru, struct counts *c, bool *lost)
+{
+	struct locktrace lt;
+	int ret = locktrace_open(&lt);
+
+	if (ret < 0) {
+		fprintf(stderr, "madvx-relcount: -t: %s\n", lt.why);
+		return ret;
+	}
+	ret = locktrace_run(&lt, trace_events, argv, count_line, c, ru, lost);
+	if (ret < 0)
+		fprintf(stderr, "madvx-relcount: tracing: %s\n", lt.why);
+	locktrace_close(&lt);
+	return ret;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: madvx-relcount [-t] [-o FILE] [--] COMMAND [ARG...]\n"
+		"  -t       trace the release calls and mmap_lock (root)\n"
+		"  -o FILE  the result line to FILE (default: standard error)\n");
+}
+
+int main(int argc, char **argv)
+{
+	const char *out_path = NULL;
+	struct counts *c;
+	struct rusage ru;
+	bool trace = false, lost = false;
+	uint64_t t0, t1;
+	FILE *out = stderr;
+	int opt, status;
+
+	while ((opt = getopt(argc, argv, "+to:h")) != -1) {
+		switch (opt) {
+		case 't':
+			trace = true;
+			break;
+		case 'o':
+			out_path = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 125;
+		}
+	}
+	if (optind == argc) {
+		usage(stderr);
+		return 125;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c || (out_path && !(out = fopen(out_path, "w")))) {
+		perror("madvx-relcount");
+		return 125;
+	}
+	t0 = now_ns();
+	status = trace ? run_traced(argv + optind, &ru, c, &lost) : run_plain(argv + optind, &ru);
+	t1 = now_ns();
+	if (status < 0) {
+		if (!trace)
+			fprintf(stderr, "madvx-relcount: %s\n", strerror(-status));
+		return 125;
+	}
+	fprintf(out, "status=%d wall_ms=%llu maxrss_kb=%ld", exit_code(status),
+		(unsigned long long)((t1 - t0) / 1000000), ru.ru_maxrss);
+	if (trace)
+		fprintf(out, " madvise=%llu process_madvise=%llu procmap_query=%llu"
+			" rel_lock_read=%llu rel_lock_write=%llu lock_read=%llu lock_write=%llu lost=%d",
+			(unsigned long long)c->madvise, (unsigned long long)c->process_madvise,
+			(unsigned long long)c->procmap_query,
+			(unsigned long long)c->rel_lock[0], (unsigned long long)c->rel_lock[1],
+			(unsigned long long)c->lock[0], (unsigned long long)c->lock[1],
+			lost || c->tids_full);
+	fputc('\n', out);
+	if (out != stderr && fclose(out)) {
+		perror("madvx-relcount");
+		return 125;
+	}
+	return exit_code(status);
+}
