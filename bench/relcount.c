@@ -18,6 +18,8 @@
  *                              mmap_lock acquisitions made inside madvise()
  *                              and process_madvise() (the release calls'
  *                              own; a per-VMA lock is not an acquisition)
+ *   pm_lock_read, pm_lock_write
+ *                              those made inside process_madvise() alone
  *   lock_read, lock_write      every mmap_lock acquisition of the tree
  *   lost                       1 when the trace buffer overflowed (counts low)
  * Tracing costs time: take wall_ms from a run without -t.
@@ -38,12 +40,14 @@
 #include "locktrace.h"
 
 #define TIDS (1u << 16)		/* thread slots, open addressing */
+#define IN_MADVISE 1
+#define IN_PMADV 2
 
 struct counts {
 	uint64_t madvise, process_madvise, procmap_query;
-	uint64_t rel_lock[2], lock[2];	/* [0] read, [1] write */
+	uint64_t rel_lock[2], pm_lock[2], lock[2];	/* [0] read, [1] write */
 	int32_t tid[TIDS];
-	bool in_release[TIDS];
+	uint8_t in_release[TIDS];	/* IN_MADVISE, IN_PMADV or 0 */
 	bool tids_full;
 };
 
@@ -58,9 +62,9 @@ static const char *const trace_events[] = {
 };
 
 /* The release-call state of thread @tid (a shared dummy once the table is full). */
-static bool *release_state(struct counts *c, long tid)
+static uint8_t *release_state(struct counts *c, long tid)
 {
-	static bool overflow;
+	static uint8_t overflow;
 	uint32_t h = (uint32_t)tid * 2654435761u;
 
 	for (uint32_t i = 0; i < TIDS; i++) {
@@ -74,7 +78,7 @@ static bool *release_state(struct counts *c, long tid)
 		}
 	}
 	c->tids_full = true;
-	overflow = false;
+	overflow = 0;
 	return &overflow;
 }
 
@@ -92,7 +96,7 @@ static void count_line(void *arg, const char *text)
 {
 	struct counts *c = arg;
 	const char *br = strstr(text, " ["), *q, *ev;
-	bool *in;
+	uint8_t *in;
 	long tid;
 
 	if (text[0] == '#' || !br)
@@ -116,14 +120,16 @@ static void count_line(void *arg, const char *text)
 		c->lock[w]++;
 		if (*in)
 			c->rel_lock[w]++;
+		if (*in == IN_PMADV)
+			c->pm_lock[w]++;
 	} else if (starts(ev, "sys_madvise(")) {
 		c->madvise++;
-		*in = true;
+		*in = IN_MADVISE;
 	} else if (starts(ev, "sys_process_madvise(")) {
 		c->process_madvise++;
-		*in = true;
+		*in = IN_PMADV;
 	} else if (starts(ev, "sys_madvise ->") || starts(ev, "sys_process_madvise ->")) {
-		*in = false;
+		*in = 0;
 	} else if (starts(ev, "sys_ioctl(")) {
 		c->procmap_query++;
 	}
@@ -232,10 +238,12 @@ int main(int argc, char **argv)
 		(unsigned long long)((t1 - t0) / 1000000), ru.ru_maxrss);
 	if (trace)
 		fprintf(out, " madvise=%llu process_madvise=%llu procmap_query=%llu"
-			" rel_lock_read=%llu rel_lock_write=%llu lock_read=%llu lock_write=%llu lost=%d",
+			" rel_lock_read=%llu rel_lock_write=%llu pm_lock_read=%llu pm_lock_write=%llu"
+			" lock_read=%llu lock_write=%llu lost=%d",
 			(unsigned long long)c->madvise, (unsigned long long)c->process_madvise,
 			(unsigned long long)c->procmap_query,
 			(unsigned long long)c->rel_lock[0], (unsigned long long)c->rel_lock[1],
+			(unsigned long long)c->pm_lock[0], (unsigned long long)c->pm_lock[1],
 			(unsigned long long)c->lock[0], (unsigned long long)c->lock[1],
 			lost || c->tids_full);
 	fputc('\n', out);

@@ -235,6 +235,43 @@ static uint64_t window_end(const struct madvx_batch *b, const struct run_window 
 }
 
 /*
+ * A flush of ONE hint gains nothing from a look-up unless the hint crosses
+ * VMAs: then its pieces keep the per-VMA lock, where madvise() would walk
+ * them under mmap_read_lock. Each look-up is a system call, and a client
+ * that flushes single hints (an allocator purging one span at a time)
+ * would pay two calls where madvise() costs one. So a batch learns: after
+ * GUESS_AFTER one-hint flushes in a row whose hint lay in one VMA, the
+ * next ones are planned as one entry without a look-up - the batch vouches
+ * for the hint as a caller would with MADVX_HINT_ONE_VMA, counted in
+ * vma_skipped - and every GUESS_RECHECK-th is looked up again, as is every
+ * one after a hint that crossed, met a hole, or after a flush the kernel
+ * refused an entry of. A wrong guess costs what madvise() of that hint
+ * costs (mmap_read_lock), never a result: the kernel's answer decides.
+ */
+#define GUESS_AFTER 8
+#define GUESS_RECHECK 16
+
+static bool guess_one_vma(struct madvx_batch *b)
+{
+	if (b->one_vma_streak < GUESS_AFTER)
+		return false;
+	if (b->guesses < GUESS_RECHECK) {
+		b->guesses++;
+		return true;
+	}
+	b->guesses = 0;
+	return false;
+}
+
+static void learn_one_vma(struct madvx_batch *b, bool one_vma)
+{
+	if (!one_vma)
+		b->one_vma_streak = b->guesses = 0;
+	else if (b->one_vma_streak < GUESS_AFTER)
+		b->one_vma_streak++;
+}
+
+/*
  * Cut the run [start, end) (hints at positions first..last) at VMA
  * boundaries. Unmapped parts are credited to the hints covering them, and
  * the mapped parts are still advised, as madvise() does.
@@ -247,14 +284,16 @@ static void plan_run(struct planner *pl, uint64_t start, uint64_t end,
 		first, first, last, pos_end(b, b->use_sorted, first),
 	};
 	bool slow_advice = !pl->fast_advice;
+	/* The flush's only hint, on its way to the per-VMA lock: see guess_one_vma(). */
+	bool alone = b->count == 1 && !b->target && pl->fast_advice;
 	uint64_t cur = start, fb_end = 0;
-	uint32_t pieces = 0;
+	uint32_t pieces = 0, holes = 0;
 
 	if (b->whole_runs) {
 		plan_entry(pl, start, end, first, last, slow_advice);
 		return;
 	}
-	if (pl->vouched) {
+	if (pl->vouched || (alone && guess_one_vma(b))) {
 		/* Wrong or not, the kernel's answer decides (see plan_group()). */
 		plan_entry(pl, start, end, first, last, slow_advice);
 		b->st.vma_skipped++;
@@ -268,6 +307,7 @@ static void plan_run(struct planner *pl, uint64_t start, uint64_t end,
 		if (ret == -ENOENT || (ret == 0 && v.start >= end)) {
 			narrow(b, &w, cur, end);
 			__madvx_credit_hole(b, pl->advice, b->use_sorted, w.lo, w.hi, cur, end - cur);
+			holes++;
 			break;
 		}
 		if (ret) {
@@ -281,6 +321,7 @@ static void plan_run(struct planner *pl, uint64_t start, uint64_t end,
 			narrow(b, &w, cur, v.start);
 			__madvx_credit_hole(b, pl->advice, b->use_sorted, w.lo, w.hi, cur,
 					  v.start - cur);
+			holes++;
 			cur = v.start;
 		}
 		pend = v.end < end ? v.end : end;
@@ -301,6 +342,8 @@ static void plan_run(struct planner *pl, uint64_t start, uint64_t end,
 	}
 	if (pieces > 1)
 		b->st.split += pieces - 1;
+	if (alone)
+		learn_one_vma(b, pieces == 1 && !holes);
 }
 
 /*

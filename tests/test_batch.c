@@ -974,6 +974,80 @@ START_TEST(vma_cache_across_flushes)
 }
 END_TEST
 
+/*
+ * One-hint flushes (plan.c, guess_one_vma()): after 8 whose hint lay in one
+ * VMA, a batch plans the next ones without a look-up (vma_skipped), looks
+ * one up again every 17th, and starts over when a looked-up hint crosses
+ * VMAs. A guessed hint that does cross is still applied whole (the kernel
+ * walks it): its pages are gone, the result is madvise()'s.
+ */
+static void one_hint_flush(struct madvx_batch *bt, uint8_t *addr, size_t len)
+{
+	size_t pg = test_page();
+
+	for (size_t off = 0; off < len; off += pg)
+		ck_assert_int_eq(test_resident(addr + off), 1);
+	ck_assert_int_ge(madvx_batch_add(bt, addr, len, MADV_DONTNEED), 0);
+	ck_assert_int_eq(madvx_batch_flush(bt), 0);
+	for (size_t off = 0; off < len; off += pg)
+		ck_assert_int_eq(test_resident(addr + off), 0);
+}
+
+static uint64_t skipped_of(struct madvx_batch *bt)
+{
+	struct madvx_stats st = { .size = sizeof(st) };
+
+	ck_assert_int_eq(madvx_batch_stats(bt, &st), 0);
+	return st.vma_skipped;
+}
+
+START_TEST(one_hint_flushes_learn_one_vma)
+{
+	size_t pg = test_page();
+	uint8_t *p = test_map_filled(64, 1);
+	struct madvx_batch *bt;
+	uint64_t before;
+	int i;
+
+	/* Two VMAs: [0, 32) read-write, [32, 64) read-only. */
+	ck_assert_int_eq(mprotect(p + 32 * pg, 32 * pg, PROT_READ), 0);
+	ck_assert_int_eq(madvx_batch_create(NULL, &bt), 0);
+	for (i = 0; i < 8; i++) {
+		p[i * pg] = 2;
+		one_hint_flush(bt, p + i * pg, pg);
+	}
+	ck_assert_uint_eq(skipped_of(bt), 0);
+	/* Guessed: the 16 after the streak; one of them crosses. */
+	for (i = 0; i < 15; i++) {
+		p[i * pg] = 2;
+		one_hint_flush(bt, p + i * pg, pg);
+	}
+	p[31 * pg] = 2;
+	(void)*(volatile uint8_t *)(p + 32 * pg);	/* read fault: the zero page */
+	ck_assert_int_eq(madvx_batch_add(bt, p + 31 * pg, 2 * pg, MADV_DONTNEED), 0);
+	ck_assert_int_eq(madvx_batch_flush(bt), 0);
+	ck_assert_int_eq(test_resident(p + 31 * pg), 0);
+	ck_assert_uint_eq(skipped_of(bt), 16);
+	/* The 17th is looked up: it crosses, so the streak starts over. */
+	p[31 * pg] = 2;
+	ck_assert_int_eq(madvx_batch_add(bt, p + 31 * pg, 2 * pg, MADV_DONTNEED), 0);
+	ck_assert_int_eq(madvx_batch_flush(bt), 0);
+	ck_assert_int_eq(test_resident(p + 31 * pg), 0);
+	before = skipped_of(bt);
+	ck_assert_uint_eq(before, 16);
+	for (i = 0; i < 8; i++) {
+		p[i * pg] = 2;
+		one_hint_flush(bt, p + i * pg, pg);
+	}
+	ck_assert_uint_eq(skipped_of(bt), before);
+	p[0] = 2;
+	one_hint_flush(bt, p, pg);
+	ck_assert_uint_eq(skipped_of(bt), before + 1);
+	madvx_batch_free(bt);
+	munmap(p, 64 * pg);
+}
+END_TEST
+
 /* The same hints flushed again on an unchanged layout: no look-up at all. */
 START_TEST(vma_cache_serves_the_next_flush)
 {
@@ -1142,6 +1216,7 @@ int main(void)
 	tcase_add_test(api, process_madvise_refused_at_run_time);
 	tcase_add_test(api, vma_cache_across_flushes);
 	tcase_add_test(api, vma_cache_serves_the_next_flush);
+	tcase_add_test(api, one_hint_flushes_learn_one_vma);
 	tcase_add_test(api, vma_cache_forgets_holes);
 	tcase_add_test(api, signal_handler_flushes);
 	suite_add_tcase(s, api);

@@ -95,7 +95,7 @@ client_ratio()
 # strace counts the calls and the lock columns are "-") and once untraced
 # for wall time, max RSS and the score.  Any failed run ends the benchmark.
 
-CLIENT_BENCH_HEADER=case,build,rep,madvise,process_madvise,procmap_query,total,rel_lock_read,rel_lock_write,wall_ms,maxrss_kb,score
+CLIENT_BENCH_HEADER=case,build,rep,madvise,process_madvise,procmap_query,total,rel_lock_read,rel_lock_write,pm_lock_read,pm_lock_write,wall_ms,maxrss_kb,score
 
 # client_kv FILE NAME: the value of NAME=value in madvx-relcount's line.
 client_kv()
@@ -103,10 +103,12 @@ client_kv()
 	grep -o "\b$2=[^ ]*" "$1" | head -n1 | cut -d= -f2
 }
 
-# "madvise,process_madvise,procmap_query,total,rel_lock_read,rel_lock_write" of one run.
+# "madvise,process_madvise,procmap_query,total,rel_lock_read,rel_lock_write,
+# pm_lock_read,pm_lock_write" of one run (the last two: inside
+# process_madvise(), i.e. libmadvx's calls alone).
 client_bench_count()
 {
-	local envs=$1 out m p q rr=- rw=- st=0
+	local envs=$1 out m p q rr=- rw=- pr=- pw=- st=0
 	out=$(mktemp)
 	if ((EUID == 0)); then
 		# shellcheck disable=SC2086 # $envs is a list of NAME=value words
@@ -118,6 +120,8 @@ client_bench_count()
 		q=$(client_kv "$out" procmap_query)
 		rr=$(client_kv "$out" rel_lock_read)
 		rw=$(client_kv "$out" rel_lock_write)
+		pr=$(client_kv "$out" pm_lock_read)
+		pw=$(client_kv "$out" pm_lock_write)
 	else
 		# shellcheck disable=SC2086 # as above
 		client_strace "$out" env $envs "${CMD[@]}" >/dev/null 2>&1 || st=$?
@@ -125,7 +129,7 @@ client_bench_count()
 	fi
 	rm -f "$out"
 	((st == 0)) || die "${CMD[*]} ($envs) failed under tracing: status $st"
-	echo "$m,$p,$q,$((m + p + q)),$rr,$rw"
+	echo "$m,$p,$q,$((m + p + q)),$rr,$rw,$pr,$pw"
 }
 
 # "wall_ms,maxrss_kb,score" of one untraced run.
@@ -192,32 +196,34 @@ client_bench_table()
 			scored = 1
 	}
 	END {
-		printf "| case | build | madvise | process_madvise | PROCMAP_QUERY | total | vs ref | release mmap_lock r/w | wall ms | vs ref | max RSS MiB | vs ref |%s\n", \
+		printf "| case | build | madvise | process_madvise | PROCMAP_QUERY | total | vs ref | release mmap_lock r/w | of it process_madvise r/w | wall ms | vs ref | max RSS MiB | vs ref |%s\n", \
 			scored ? " score | vs ref |" : ""
-		printf "|---|---|---|---|---|---|---|---|---|---|---|---|%s\n", scored ? "---|---|" : ""
+		printf "|---|---|---|---|---|---|---|---|---|---|---|---|---|%s\n", scored ? "---|---|" : ""
 		for (i = 1; i <= ncell; i++) {
 			split(order[i], cb, SUBSEP)
 			r = cb[1] SUBSEP ref[cb[1]]
 			c = order[i]
 			rss = med(c SUBSEP "maxrss_kb")
 			rrss = med(r SUBSEP "maxrss_kb")
-			line = sprintf("| %s | %s | %s | %s | %s | %s | %s | %s/%s | %s | %s | %s | %s |", cb[1], cb[2], \
+			line = sprintf("| %s | %s | %s | %s | %s | %s | %s | %s/%s | %s/%s | %s | %s | %s | %s |", cb[1], cb[2], \
 				med(c SUBSEP "madvise"), med(c SUBSEP "process_madvise"), med(c SUBSEP "procmap_query"), \
 				med(c SUBSEP "total"), ratio(med(c SUBSEP "total"), med(r SUBSEP "total")), \
 				med(c SUBSEP "rel_lock_read"), med(c SUBSEP "rel_lock_write"), \
+				med(c SUBSEP "pm_lock_read"), med(c SUBSEP "pm_lock_write"), \
 				med(c SUBSEP "wall_ms"), ratio(med(c SUBSEP "wall_ms"), med(r SUBSEP "wall_ms")), \
 				rss == "-" ? "-" : sprintf("%.1f", rss / 1024), ratio(rss, rrss))
 			if (scored)
 				line = line sprintf(" %s | %s |", med(c SUBSEP "score"), \
 					ratio(med(c SUBSEP "score"), med(r SUBSEP "score")))
 			print line
-			rows[i] = sprintf("%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s", cb[1], cb[2], med(c SUBSEP "madvise"), \
+			rows[i] = sprintf("%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s", cb[1], cb[2], med(c SUBSEP "madvise"), \
 				med(c SUBSEP "process_madvise"), med(c SUBSEP "procmap_query"), med(c SUBSEP "total"), \
-				med(c SUBSEP "rel_lock_read"), med(c SUBSEP "rel_lock_write"), med(c SUBSEP "wall_ms"), \
+				med(c SUBSEP "rel_lock_read"), med(c SUBSEP "rel_lock_write"), \
+				med(c SUBSEP "pm_lock_read"), med(c SUBSEP "pm_lock_write"), med(c SUBSEP "wall_ms"), \
 				rss, med(c SUBSEP "score"))
 		}
 		print ""
-		print "CSV (medians): case,build,madvise,process_madvise,procmap_query,total,rel_lock_read,rel_lock_write,wall_ms,maxrss_kb,score"
+		print "CSV (medians): case,build,madvise,process_madvise,procmap_query,total,rel_lock_read,rel_lock_write,pm_lock_read,pm_lock_write,wall_ms,maxrss_kb,score"
 		for (i = 1; i <= ncell; i++)
 			print rows[i]
 	}' "$1"
