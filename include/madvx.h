@@ -265,12 +265,13 @@ MADVX_API int madvx_kernel_info_get(struct madvx_kernel_info *info);
  *    hints that cross VMA boundaries split into one entry per VMA (bounds
  *    from PROCMAP_QUERY, from regions registered with
  *    madvx_region_register(), or /proc/self/maps; none for a hint the
- *    caller vouches for with MADVX_HINT_ONE_VMA, nor, as a rule the batch
- *    learns, for the only hint of a flush once the last 8 such hints
- *    it looked up each lay in one VMA: a look-up then costs a system call
- *    more than madvise() of that hint would, to save a lock it rarely
- *    needs; every 17th is looked up again, and a look-up that finds a
- *    crossing, or a refused entry, ends the rule until 8 more);
+ *    caller vouches for with MADVX_HINT_ONE_VMA, nor, as a rule the
+ *    process learns (across its batches and threads), for the only hint
+ *    of a flush once the last 8 such hints looked up each lay in one VMA:
+ *    a look-up then costs a system call more than madvise() of that hint
+ *    would, to save a lock it rarely needs; every 17th is looked up again,
+ *    and a look-up that finds a crossing or a hole, or a refused entry,
+ *    ends the rule until 8 more);
  *  - entries the kernel would take off the fast path (advices that need
  *    mmap_lock, VMAs armed by userfaultfd) go in calls of their own, after
  *    the fast-path calls, so one fallback never drags the rest onto mmap_lock;

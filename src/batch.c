@@ -378,7 +378,7 @@ static void issue_hints(struct madvx_batch *b)
 
 	/* A refused entry last time: the layout moved, guess nothing (plan.c). */
 	if (b->vmas.stale)
-		b->one_vma_streak = b->guesses = 0;
+		__madvx_plan_forget_guess();
 	madvx_vma_cache_age(&b->vmas);
 	b->vmas.queries = 0;
 	b->flush_failed = 0;

@@ -88,8 +88,6 @@ struct madvx_batch {
 	bool use_sorted;	/* current epoch: positions go through sorted[] */
 	bool whole_runs;	/* plan runs as single entries (deferred issue) */
 	bool owns_storage;
-	uint8_t one_vma_streak;	/* one-hint flushes in a row found in one VMA (plan.c) */
-	uint8_t guesses;	/* one-hint flushes planned on a guess since a look-up */
 	uint32_t flush_failed;	/* hints that failed in this flush */
 	uint32_t nstopped;	/* hints with HINT_STOPPED in this flush */
 	size_t storage_size;

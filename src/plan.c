@@ -15,6 +15,7 @@
  * fallback entries (after the fast-path ones), never before it.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "advice.h"
@@ -239,36 +240,48 @@ static uint64_t window_end(const struct madvx_batch *b, const struct run_window 
  * VMAs: then its pieces keep the per-VMA lock, where madvise() would walk
  * them under mmap_read_lock. Each look-up is a system call, and a client
  * that flushes single hints (an allocator purging one span at a time)
- * would pay two calls where madvise() costs one. So a batch learns: after
- * GUESS_AFTER one-hint flushes in a row whose hint lay in one VMA, the
- * next ones are planned as one entry without a look-up - the batch vouches
- * for the hint as a caller would with MADVX_HINT_ONE_VMA, counted in
- * vma_skipped - and every GUESS_RECHECK-th is looked up again, as is every
- * one after a hint that crossed, met a hole, or after a flush the kernel
- * refused an entry of. A wrong guess costs what madvise() of that hint
- * costs (mmap_read_lock), never a result: the kernel's answer decides.
+ * would pay two calls where madvise() costs one. So the process learns:
+ * after GUESS_AFTER one-hint flushes in a row whose hint lay in one VMA,
+ * the next ones are planned as one entry without a look-up - the library
+ * vouches for the hint as a caller would with MADVX_HINT_ONE_VMA, counted
+ * in vma_skipped - and every (GUESS_RECHECK + 1)-th is looked up again, as
+ * is every one after a hint that crossed, met a hole, or after a flush the
+ * kernel refused an entry of. A wrong guess costs what madvise() of that
+ * hint costs (mmap_read_lock), never a result: the kernel's answer decides.
+ *
+ * Process-wide, not per batch: allocators keep a batch per thread, and
+ * threads come and go (larson, mimalloc's thread-local batches); the
+ * evidence is about how this process's memory is laid out. Relaxed atomics:
+ * a race costs one guess more or less.
  */
 #define GUESS_AFTER 8
 #define GUESS_RECHECK 16
 
-static bool guess_one_vma(struct madvx_batch *b)
+static _Atomic uint32_t one_vma_streak;	/* lone hints in a row found in one VMA */
+static _Atomic uint32_t guesses;	/* lone hints guessed since the last look-up */
+
+static bool guess_one_vma(void)
 {
-	if (b->one_vma_streak < GUESS_AFTER)
+	if (atomic_load_explicit(&one_vma_streak, memory_order_relaxed) < GUESS_AFTER)
 		return false;
-	if (b->guesses < GUESS_RECHECK) {
-		b->guesses++;
+	if (atomic_fetch_add_explicit(&guesses, 1, memory_order_relaxed) < GUESS_RECHECK)
 		return true;
-	}
-	b->guesses = 0;
+	atomic_store_explicit(&guesses, 0, memory_order_relaxed);
 	return false;
 }
 
-static void learn_one_vma(struct madvx_batch *b, bool one_vma)
+static void learn_one_vma(bool one_vma)
 {
 	if (!one_vma)
-		b->one_vma_streak = b->guesses = 0;
-	else if (b->one_vma_streak < GUESS_AFTER)
-		b->one_vma_streak++;
+		__madvx_plan_forget_guess();
+	else if (atomic_load_explicit(&one_vma_streak, memory_order_relaxed) < GUESS_AFTER)
+		atomic_fetch_add_explicit(&one_vma_streak, 1, memory_order_relaxed);
+}
+
+void __madvx_plan_forget_guess(void)
+{
+	atomic_store_explicit(&one_vma_streak, 0, memory_order_relaxed);
+	atomic_store_explicit(&guesses, 0, memory_order_relaxed);
 }
 
 /*
@@ -293,7 +306,7 @@ static void plan_run(struct planner *pl, uint64_t start, uint64_t end,
 		plan_entry(pl, start, end, first, last, slow_advice);
 		return;
 	}
-	if (pl->vouched || (alone && guess_one_vma(b))) {
+	if (pl->vouched || (alone && guess_one_vma())) {
 		/* Wrong or not, the kernel's answer decides (see plan_group()). */
 		plan_entry(pl, start, end, first, last, slow_advice);
 		b->st.vma_skipped++;
@@ -343,7 +356,7 @@ static void plan_run(struct planner *pl, uint64_t start, uint64_t end,
 	if (pieces > 1)
 		b->st.split += pieces - 1;
 	if (alone)
-		learn_one_vma(b, pieces == 1 && !holes);
+		learn_one_vma(pieces == 1 && !holes);
 }
 
 /*

@@ -27,4 +27,7 @@ static inline uint64_t madvx_sort_key(const struct hint_int *h)
 /* Plan and issue the hints [from, to) of one epoch. */
 MADVX_HIDDEN void __madvx_plan_epoch(struct madvx_batch *b, uint32_t from, uint32_t to);
 
+/* The kernel refused an entry: stop guessing that lone hints lie in one VMA. */
+MADVX_HIDDEN void __madvx_plan_forget_guess(void);
+
 #endif /* MADVX_PLAN_H */
