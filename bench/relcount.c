@@ -224,6 +224,7 @@ int main(int argc, char **argv)
 	c = calloc(1, sizeof(*c));
 	if (!c || (out_path && !(out = fopen(out_path, "w")))) {
 		perror("madvx-relcount");
+		free(c);
 		return 125;
 	}
 	t0 = now_ns();
@@ -232,6 +233,7 @@ int main(int argc, char **argv)
 	if (status < 0) {
 		if (!trace)
 			fprintf(stderr, "madvx-relcount: %s\n", strerror(-status));
+		free(c);
 		return 125;
 	}
 	fprintf(out, "status=%d wall_ms=%llu maxrss_kb=%ld", exit_code(status),
@@ -247,6 +249,7 @@ int main(int argc, char **argv)
 			(unsigned long long)c->lock[0], (unsigned long long)c->lock[1],
 			lost || c->tids_full);
 	fputc('\n', out);
+	free(c);
 	if (out != stderr && fclose(out)) {
 		perror("madvx-relcount");
 		return 125;
