@@ -148,6 +148,8 @@ client_bench_score()
 build_all
 get_mimalloc_bench
 compile_workloads
+# rptest writes its results into the working directory: keep them in the build.
+cd "$BUILD/mb"
 RELCOUNT=$BUILD/bench/madvx-relcount
 CASES=()
 for a in jemalloc mimalloc; do
