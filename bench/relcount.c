@@ -88,29 +88,18 @@ static bool starts(const char *s, const char *prefix)
 }
 
 /*
- * One trace line: "<comm>-<tid> [cpu] <flags> <sec>.<usec>: <event text>";
- * syscall events print as "sys_madvise(...)" on entry and
- * "sys_madvise -> 0x0" on exit.
+ * One trace line (locktrace_line_tid()); syscall events print as
+ * "sys_madvise(...)" on entry and "sys_madvise -> 0x0" on exit.
  */
 static void count_line(void *arg, const char *text)
 {
 	struct counts *c = arg;
-	const char *br = strstr(text, " ["), *q, *ev;
+	const char *ev;
+	long tid = locktrace_line_tid(text, &ev);
 	uint8_t *in;
-	long tid;
 
-	if (text[0] == '#' || !br)
-		return;
-	q = br;
-	while (q > text && q[-1] == ' ')
-		q--;
-	while (q > text && q[-1] >= '0' && q[-1] <= '9')
-		q--;
-	tid = strtol(q, NULL, 10);
-	ev = strstr(br, ": ");
 	if (tid <= 0 || !ev)
 		return;
-	ev += 2;
 	in = release_state(c, tid);
 	if (starts(ev, "mmap_lock_acquire_returned:")) {
 		bool w = strstr(ev, "write=true");

@@ -359,6 +359,23 @@ static int list_tids(char *buf, size_t len, pid_t self)
 	return 0;
 }
 
+/* At least 64 KiB free after @used bytes of *@buf (1 MiB first, then doubling). */
+static int make_room(char **buf, size_t *cap, size_t used)
+{
+	size_t want;
+	char *nb;
+
+	if (*cap - used >= 65536)
+		return 0;
+	want = *cap ? *cap * 2 : 1 << 20;
+	nb = realloc(*buf, want);
+	if (!nb)
+		return -ENOMEM;
+	*buf = nb;
+	*cap = want;
+	return 0;
+}
+
 /*
  * Read what trace_pipe holds now (a consuming, non-blocking read): unlike
  * opening "trace", which waits for an RCU grace period to pause the buffer
@@ -371,15 +388,8 @@ static int read_pipe(struct locktrace *lt, bool keep, size_t *len)
 	for (;;) {
 		ssize_t n;
 
-		if (lt->buf_cap - off < 65536) {
-			size_t cap = lt->buf_cap ? lt->buf_cap * 2 : 1 << 20;
-			char *nb = realloc(lt->buf, cap);
-
-			if (!nb)
-				return -ENOMEM;
-			lt->buf = nb;
-			lt->buf_cap = cap;
-		}
+		if (make_room(&lt->buf, &lt->buf_cap, off))
+			return -ENOMEM;
 		n = read(lt->pipe_fd, lt->buf + off, lt->buf_cap - off - 1);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -407,6 +417,24 @@ static uint64_t clip_ns(const struct parse *p, uint64_t from, uint64_t to)
 	return to > from ? (to - from) * 1000 : 0;
 }
 
+long locktrace_line_tid(const char *line, const char **event)
+{
+	const char *br = strstr(line, " ["), *q, *ev;
+
+	if (line[0] == '#' || !br)
+		return -1;
+	/* the digits before the " [cpu]" (comm is right-aligned, padded) */
+	q = br;
+	while (q > line && q[-1] == ' ')
+		q--;
+	while (q > line && q[-1] >= '0' && q[-1] <= '9')
+		q--;
+	ev = strstr(br, ": ");	/* after "[cpu] flags timestamp" */
+	if (event)
+		*event = ev ? ev + 2 : NULL;
+	return strtol(q, NULL, 10);
+}
+
 /*
  * One event line: "<comm>-<tid> [cpu] <flags> <sec>.<usec>: <event>: <fields>".
  * Every event updates the thread's state (holding, waiting); counts and
@@ -431,16 +459,10 @@ static void parse_line(struct parse *p, const char *line)
 	if (sscanf(q, "%llu.%llu", &sec, &usec) != 2)
 		return;
 	ts = sec * 1000000ULL + usec;
-	/* tid: the digits before the " [cpu]" (comm is right-aligned, padded) */
 	br = strstr(line, " [");
 	if (!br || br > q)
 		return;
-	q = br;
-	while (q > line && q[-1] == ' ')
-		q--;
-	while (q > line && q[-1] >= '0' && q[-1] <= '9')
-		q--;
-	tid = strtol(q, NULL, 10);
+	tid = locktrace_line_tid(line, NULL);
 	if (tid <= 0)
 		return;
 	t = thr_get(p, (pid_t)tid);
@@ -590,15 +612,8 @@ static int feed_lines(struct locktrace *lt, struct feed *f)
 		char *start, *nl;
 		ssize_t n;
 
-		if (f->cap - f->len < 65536) {
-			size_t cap = f->cap ? f->cap * 2 : 1 << 20;
-			char *nb = realloc(f->buf, cap);
-
-			if (!nb)
-				return -ENOMEM;
-			f->buf = nb;
-			f->cap = cap;
-		}
+		if (make_room(&f->buf, &f->cap, f->len))
+			return -ENOMEM;
 		n = read(lt->pipe_fd, f->buf + f->len, f->cap - f->len - 1);
 		if (n < 0 && errno == EINTR)
 			continue;

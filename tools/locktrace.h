@@ -98,6 +98,14 @@ int locktrace_run(struct locktrace *lt, const char *const *events, char *const a
 		  void (*line)(void *arg, const char *text), void *arg,
 		  struct rusage *ru, bool *lost);
 
+/*
+ * locktrace_line_tid - the thread id of a trace line ("<comm>-<tid> [cpu]
+ * <flags> <sec>.<usec>: <event text>"), or -1 for a comment or a line
+ * without one; *@event (when @event is not NULL) is set to the event text
+ * after the timestamp, or NULL.
+ */
+long locktrace_line_tid(const char *line, const char **event);
+
 /* Tear down the instance and free everything; safe after a failed open. */
 void locktrace_close(struct locktrace *lt);
 
