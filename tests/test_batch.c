@@ -1057,6 +1057,38 @@ START_TEST(one_hint_flushes_learn_one_vma)
 	p[0] = 2;
 	one_hint_flush(bt, p, pg);
 	ck_assert_uint_eq(skipped_of(bt), before + (guessed ? 1 : 0));
+	before = skipped_of(bt);
+
+	/*
+	 * A guessed lone hint over a page and a hole gets madvise()'s own
+	 * answer for it (twin layout, madvise() itself), and the refusal ends
+	 * the guessing: the next lone hint is looked up.
+	 */
+	{
+		uint8_t *q = test_map_filled(2, 3), *r = test_map_filled(2, 3);
+		const struct madvx_hint *res;
+		uint32_t n;
+		int want;
+
+		ck_assert_int_eq(munmap(q + pg, pg), 0);
+		ck_assert_int_eq(munmap(r + pg, pg), 0);
+		want = madvise(r, 2 * pg, MADV_DONTNEED) ? -errno : 0;
+		ck_assert_int_eq(madvx_batch_add(bt, q, 2 * pg, MADV_DONTNEED), 0);
+		ck_assert_int_eq(madvx_batch_flush(bt), want);
+		res = madvx_batch_results(bt, &n);
+		ck_assert_ptr_nonnull(res);
+		ck_assert_uint_eq(n, 1);
+		ck_assert_int_eq(res[0].err, want);
+		ck_assert_uint_eq(res[0].done, pg);
+		ck_assert_int_eq(test_resident(q), test_resident(r));
+		ck_assert_uint_eq(skipped_of(bt), before + (guessed ? 1 : 0));
+		before = skipped_of(bt);
+		p[0] = 2;
+		one_hint_flush(bt, p, pg);
+		ck_assert_uint_eq(skipped_of(bt), before);
+		munmap(q, pg);
+		munmap(r, pg);
+	}
 	madvx_batch_free(bt);
 	munmap(p, 64 * pg);
 }
