@@ -381,6 +381,12 @@ int __madvx_target_query(struct madvx_target *t, uint64_t addr,
 	return snapshot_find(t, addr, v);
 }
 
+int __madvx_target_scan(struct madvx_target *t, uint64_t addr,
+		       struct madvx_target_vma *v)
+{
+	return snapshot_find(t, addr, v);
+}
+
 int __madvx_target_vma_find(struct madvx_target *t, uint64_t addr,
 			  uint64_t *start, uint64_t *end)
 {
