@@ -338,6 +338,48 @@ START_TEST(target_vmas_filtered)
 }
 END_TEST
 
+/*
+ * madvx_reclaim() plans its first 32 VMAs by PROCMAP_QUERY and the rest from
+ * one read of /proc/PID/maps: over a whole address space (well over 32
+ * VMAs) its plan must be exactly what a walk of madvx_target_vma_next()
+ * with the same filter finds, also under a budget that ends mid-VMA.
+ */
+START_TEST(plan_from_maps_equals_walk)
+{
+	const uint64_t excl = MADVX_VMA_LOCKED | MADVX_VMA_HUGETLB | MADVX_VMA_SPECIAL;
+	struct madvx_reclaim_opts o = { .size = sizeof(o), .include = MADVX_VMA_ANON,
+					.flags = MADVX_RECLAIM_DRYRUN | MADVX_RECLAIM_NO_ROLLUP };
+	struct madvx_reclaim_report r = { .size = sizeof(r) };
+	struct madvx_target_vma v;
+	uint64_t addr = 0, n = 0, bytes = 0, all = 0;
+	struct madvx_target *t;
+	struct kid k;
+
+	kid_start_file(&k, true);
+	t = open_kid(&k);
+	while (madvx_target_vma_next(t, addr, 0, 0, &v) == 0) {
+		all++;
+		if (madvx_target_vma_match(&v, MADVX_VMA_ANON, excl)) {
+			n++;
+			bytes += v.end - v.start;
+		}
+		addr = v.end;
+	}
+	ck_assert_uint_ge(all, 64);	/* the maps read takes over after 32 */
+	ck_assert_int_eq(madvx_reclaim(t, &o, &r), 0);
+	ck_assert_int_eq(r.stop, MADVX_RECLAIM_DRY_RUN);
+	ck_assert_uint_eq(r.planned_vmas, n);
+	ck_assert_uint_eq(r.planned_bytes, bytes);
+	/* a budget that ends inside a VMA: planned up to it, page-rounded */
+	o.budget = bytes / 2 + 4096 + 123;
+	ck_assert_int_eq(madvx_reclaim(t, &o, &r), 0);
+	ck_assert_uint_eq(r.planned_bytes, (o.budget + 4095) & ~4095ULL);
+	ck_assert_uint_le(r.planned_vmas, n);
+	madvx_target_free(t);
+	ck_assert_int_eq(kid_stop(&k), 0);
+}
+END_TEST
+
 START_TEST(target_vmas_maps_text)
 {
 	test_in_child("procmap_query", check_vmas);
@@ -1352,6 +1394,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, target_vmas_filtered);
 	tcase_add_test(tc, target_vmas_maps_text);
+	tcase_add_test(tc, plan_from_maps_equals_walk);
 	tcase_add_test(tc, target_locked_vma);
 	tcase_add_test(tc, cold_anon);
 	tcase_add_test(tc, cold_file);
