@@ -1306,8 +1306,8 @@ typedef int (*madvx_reclaim_progress_fn)(void *ctx, const struct madvx_reclaim_r
 #define MADVX_RECLAIM_NO_PAUSE	(1U << 2)	/* back-to-back calls: no gap for the target's writers */
 
 /* What max_lock_us and pause_us 0 mean (measured: BENCHMARKS.md, p8). */
-#define MADVX_RECLAIM_DEFAULT_MAX_LOCK_US	300
-#define MADVX_RECLAIM_DEFAULT_PAUSE_US		100
+#define MADVX_RECLAIM_DEFAULT_MAX_LOCK_US	1000
+#define MADVX_RECLAIM_DEFAULT_PAUSE_US		300
 
 struct madvx_reclaim_opts {
 	size_t size;			/* sizeof(struct madvx_reclaim_opts) */
@@ -1329,11 +1329,12 @@ struct madvx_reclaim_opts {
  * madvx_reclaim - deactivate (MADV_COLD) or page out (MADV_PAGEOUT) the
  * filtered VMAs of @target, in address order, without holding the target's
  * mmap_lock longer than opts->max_lock_us per call:
- *  - the VMAs are enumerated and filtered first (see madvx_target_vma_next);
+ *  - the VMAs are enumerated and filtered first (see madvx_target_vma_next;
+ *    past 32 VMAs from one read of /proc/PID/maps, cheaper per VMA);
  *  - each call's bytes come from the rate (bytes per ns) measured on the
  *    calls so far, adapted after every call (a call that overran the bound
  *    cuts the rate at once); large VMAs are advised in pieces;
- *  - after each call it sleeps opts->pause_us (default 100 us), so that a
+ *  - after each call it sleeps opts->pause_us (default 300 us), so that a
  *    writer of the target woken by the call's end takes the lock before the
  *    next call could steal it (rwsem reader lock stealing lasts until the
  *    writer's 4-8 ms handoff timeout); MADVX_RECLAIM_NO_PAUSE: no gap;

@@ -26,22 +26,28 @@
  * when the writer has waited RWSEM_WAIT_TIMEOUT = DIV_ROUND_UP(HZ, 250)
  * jiffies - 1 jiffy = 4 ms at HZ=250, 4 jiffies = 4 ms at HZ=1000; as
  * time_after(jiffies, enqueue + timeout) it is 4-8 ms at HZ=250 (this
- * host), 4-5 ms at HZ=1000 - does rwsem_try_write_lock() set HANDOFF and
- * stop the stealing. So with back-to-back calls every mmap and every munmap
- * of the target waits a handoff timeout plus a call. A gap longer than the
- * woken writer's wake-up latency lets it in first: measured here (6.18,
- * 2 vCPUs at load 20, madvx-bench p8), a thread blocked in read() runs
- * 21-30 us (p50) after its wake-up, so 100 us is 3-5x that. The bound:
- * 300 us, from p8's sweep of bound x gap (BENCHMARKS.md) - with a gap,
- * 100-300 us bounds kept the target's mmap p99 at 39-216x idle (COLD;
- * PAGEOUT at 300 us: 8-73x) against 80-1000x for 1-2 ms (each mmap that
- * does wait, waits a whole call), and 100 us cost 6-8x the Android way's
- * CPU per GiB against 4-5x at 300 us; without a gap 812-2916x (at load
- * 20, where a woken thread's p99 wake-up alone is 8-22 ms). test_reclaim's
- * writer test at the same load: mmap p99 0.1-3.5 ms with these defaults,
- * 30-108 ms back to back. The adaptive alternative (pause while /proc/PID/task/TID/syscall
- * shows a writer) lost: the woken writer is runnable, and the kernel
- * reports a runnable thread as "running".
+ * project's hosts), 4-5 ms at HZ=1000 - does rwsem_try_write_lock() set
+ * HANDOFF and stop the stealing. So with back-to-back calls every mmap and
+ * every munmap of the target waits a handoff timeout plus a call, however
+ * short the calls. A gap longer than the woken writer's wake-up latency
+ * lets it in first: a thread blocked in read() ran 3-6 us (p50) and 19-56
+ * us (p99) after its wake-up on an idle 2-vCPU host, 21-30 us (p50) and
+ * 8-22 ms (p99) at load 20 (madvx-bench p8).
+ *
+ * The numbers, from p8's sweep of bound x gap on an idle host (BENCHMARKS.md,
+ * "p8 sweep"; two runs of 7 and 15 interleaved repetitions): the rule is the
+ * lowest target mmap p99 among the settings that cost at most 1.5x the
+ * Android way's CPU per GiB and 4x its wall time, for COLD and PAGEOUT in
+ * both runs. That is a 1 ms bound with a 300 us gap: mmap p99 17-26x idle,
+ * CPU 1.15-1.41x, wall 1.8-2.3x. A 300 us bound halves the p99 (8-12x) but
+ * costs 1.2-1.8x CPU for COLD and 2.3-2.5x CPU and 5-6x wall for PAGEOUT,
+ * whose per-call cost is high; a 100 us bound reaches 2.5-5.7x at 3.2-3.7x
+ * CPU and 8-32x wall. No gap: 33-74x. The p99 is about the bound because a
+ * writer that arrives during a call waits for its end; only a kernel that
+ * advises another process under per-VMA locks (patch 0007) removes that.
+ * The adaptive alternative (pause while /proc/PID/task/TID/syscall shows a
+ * writer) lost: the woken writer is runnable, and the kernel reports a
+ * runnable thread as "running".
  */
 #define DEFAULT_MAX_LOCK_US MADVX_RECLAIM_DEFAULT_MAX_LOCK_US
 #define DEFAULT_PAUSE_US MADVX_RECLAIM_DEFAULT_PAUSE_US
