@@ -19,7 +19,7 @@ struct madvx_probe_state {
 	int unprivileged_userfaultfd;
 	enum madvx_thp_mode thp;
 	char release[65];
-	bool per_vma_locks;	/* CONFIG_PER_VMA_LOCK, from uname (see probe_uname()) */
+	bool per_vma_locks;	/* CONFIG_PER_VMA_LOCK, from uname (kver.c) */
 	uint64_t assumed;	/* features MADVX_ASSUME turned on */
 	uint64_t measured;	/* features the per-boot measurement cache answered */
 };
