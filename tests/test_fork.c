@@ -618,6 +618,113 @@ static void world_check(struct world *w)
 	madvx_batch_free(w->pb);
 }
 
+/* ---- the lone-hint guess is process state: a child inherits it ---- */
+
+struct guess_kid {
+	uint8_t *two;		/* two VMAs of one page each (rw, then ro) */
+	uint8_t *hole;		/* a page, then a hole */
+	uint8_t *twin;		/* the same layout as hole, for madvise()'s answer */
+	int want;		/* madvise(twin) */
+	bool guessing;		/* the parent's next lone hint is planned unseen */
+};
+
+static uint64_t vma_skipped_of(struct madvx_batch *b)
+{
+	struct madvx_stats st = { .size = sizeof(st) };
+
+	return madvx_batch_stats(b, &st) ? UINT64_MAX : st.vma_skipped;
+}
+
+/*
+ * In the child, on a batch of its own: a lone hint across two VMAs and one
+ * over a page and a hole, both planned from the parent's streak (when it
+ * guesses) or looked up; either way madvise()'s answer and effect. 0 = ok.
+ */
+static int guess_child(void *arg)
+{
+	const struct guess_kid *k = arg;
+	const struct madvx_hint *res;
+	struct madvx_batch *b;
+	uint64_t before;
+	uint32_t n;
+
+	if (madvx_batch_create(NULL, &b))
+		return 10;
+	before = vma_skipped_of(b);
+	k->two[0] = 5;
+	if (madvx_batch_add(b, k->two, 2 * pg, MADV_DONTNEED) < 0 || madvx_batch_flush(b))
+		return 11;
+	res = madvx_batch_results(b, &n);
+	if (!res || n != 1 || res[0].err || res[0].done != 2 * pg)
+		return 12;
+	if (test_resident(k->two) || test_resident(k->two + pg) || k->two[0] != 0)
+		return 13;
+	/* the child guessed as the parent would have: the state came along */
+	if (k->guessing && vma_skipped_of(b) != before + 1)
+		return 14;
+	k->hole[0] = 6;
+	if (madvx_batch_add(b, k->hole, 2 * pg, MADV_DONTNEED) < 0 ||
+	    madvx_batch_flush(b) != k->want)
+		return 15;
+	res = madvx_batch_results(b, &n);
+	if (!res || n != 1 || res[0].err != k->want || res[0].done != pg)
+		return 16;
+	if (test_resident(k->hole) != test_resident(k->twin))
+		return 17;
+	madvx_batch_free(b);
+	return 0;
+}
+
+/*
+ * The lone-hint rule (8 looked-up lone hints in one VMA, then the next is
+ * planned without a look-up) is process-wide state that a child of any
+ * kind inherits with the memory, raw clone() included. Results never
+ * depend on it: the child's lone hints that cross VMAs or meet a hole get
+ * madvise()'s answers.
+ */
+START_TEST(test_lone_guess_inherited)
+{
+	enum fork_kind kind = (enum fork_kind)_i;
+	struct guess_kid k;
+	struct madvx_batch *b;
+	uint8_t *streak = test_map_filled(8, 1);
+	int status;
+	pid_t pid;
+
+	if (UNDER_TSAN && kind != FK_FORK)
+		return;
+	k.two = test_map_filled(2, 2);
+	ck_assert_int_eq(mprotect(k.two + pg, pg, PROT_READ), 0);
+	k.hole = test_map_filled(2, 3);
+	k.twin = test_map_filled(2, 3);
+	ck_assert_int_eq(munmap(k.hole + pg, pg), 0);
+	ck_assert_int_eq(munmap(k.twin + pg, pg), 0);
+	k.want = madvise(k.twin, 2 * pg, MADV_DONTNEED) ? -errno : 0;
+	k.guessing = madvx_advice_lock(MADV_DONTNEED) == MADVX_LOCK_PER_VMA;
+	/* the streak: 8 lone hints looked up, each in the one VMA of streak */
+	ck_assert_int_eq(madvx_batch_create(NULL, &b), 0);
+	for (int i = 0; i < 8; i++) {
+		streak[i * pg] = 2;
+		ck_assert_int_ge(madvx_batch_add(b, streak + i * pg, pg, MADV_DONTNEED), 0);
+		ck_assert_int_eq(madvx_batch_flush(b), 0);
+		ck_assert_int_eq(test_resident(streak + i * pg), 0);
+	}
+	madvx_batch_free(b);
+	pid = spawn(kind, guess_child, &k);
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "%s: child check %d failed", fk_name[kind],
+		      WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	/* the parent's own state is untouched by the child's */
+	ck_assert_int_eq(test_resident(k.two), 1);
+	munmap(streak, 8 * pg);
+	munmap(k.two, 2 * pg);
+	munmap(k.hole, pg);
+	munmap(k.twin, pg);
+}
+END_TEST
+
 START_TEST(test_child_use)
 {
 	enum fork_kind kind = (enum fork_kind)_i;
@@ -1628,6 +1735,7 @@ static Suite *fork_suite(void)
 	/* Each test bounds itself with alarm(); this is only a backstop. */
 	tcase_set_timeout(tc, 1800);
 	tcase_add_loop_test(tc, test_child_use, 0, FK__COUNT);
+	tcase_add_loop_test(tc, test_lone_guess_inherited, 0, FK_FORKED_COUNT);
 	tcase_add_loop_test(tc, test_misdirect, 0, FK_FORKED_COUNT);
 	tcase_add_test(tc, test_probe_race);
 	tcase_add_test(tc, test_stress);
