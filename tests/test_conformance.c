@@ -43,7 +43,7 @@
  *                              answers and page maps of every case
  *  MADVX_CONFORMANCE_SKIP      comma list of features left out (triage):
  *                              regions, uffd, thp, guard, mlock, tmpfs, far,
- *                              unaligned, vouch
+ *                              unaligned, vouch, lone
  *  MADVX_CONFORMANCE_BUDGET_S  stop starting cases after that many seconds
  *                              (0: never). Default: 120 in the test kernel,
  *                              where TCG's speed is unknown; else
@@ -155,6 +155,7 @@ struct cout {
 	uint32_t nres;
 	uint32_t nvma0, nvma1;
 	uint32_t model_fail;
+	uint32_t lone_guessed;	/* lib, lone cases: hints planned by the lone-hint guess */
 	char msg[240];
 	char model[240];
 	struct hres h[MAX_HINTS];
@@ -174,7 +175,7 @@ static struct {
 	struct cout *out;	/* two slots */
 	size_t out_len;
 	bool verbose;
-	bool no_regions, no_far, no_unaligned, no_vouch;
+	bool no_regions, no_far, no_unaligned, no_vouch, no_lone;
 	bool selfcheck;		/* both children run the reference: the test's own noise */
 	bool serial;		/* one child after the other */
 	int alarm_s;
@@ -610,6 +611,86 @@ static bool hint_vouched(const struct spec *s, uint32_t i)
 	return mode == 1 || (splitmix(&x) & 1);
 }
 
+/*
+ * Does the library side flush every hint alone (a "lone" case)? A quarter
+ * of the cases, from its own stream of the seed. Allocators flush one span
+ * at a time, and after 8 looked-up lone hints in one VMA the library plans
+ * the next ones without a look-up (plan.c, guess_one_vma()): lone cases
+ * train that streak first so that their hints take that path.
+ */
+static bool case_lone(const struct spec *s)
+{
+	uint64_t x = s->seed ^ 0x6c6f6e65ULL;
+
+	return !env.no_lone && splitmix(&x) % 4 == 0;
+}
+
+/* Eight lone DONTNEED flushes inside one VMA, before the layout exists. */
+static void train_lone_guess(struct madvx_batch *b)
+{
+	uint8_t *p = mmap(NULL, 8 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			  -1, 0);
+
+	if (p == MAP_FAILED)
+		child_fail(2, "mmap: %s", strerror(errno));
+	for (int i = 0; i < 8; i++) {
+		p[i * PG] = 1;
+		if (madvx_batch_add(b, p + i * PG, PG, MADV_DONTNEED) < 0 || madvx_batch_flush(b))
+			child_fail(2, "training flush %d failed", i);
+	}
+	munmap(p, 8 * PG);
+}
+
+static uint64_t lib_vma_skipped(struct madvx_batch *b)
+{
+	struct madvx_stats st = { .size = sizeof(st) };
+
+	return madvx_batch_stats(b, &st) ? 0 : st.vma_skipped;
+}
+
+/* Lone case: add and flush each hint by itself; results as one batch's. */
+static void run_lone(const struct spec *s, struct madvx_batch *b)
+{
+	const struct madvx_hint *res;
+	uint32_t cnt, k = 0;
+	int first = 0, ret;
+
+	for (uint32_t i = 0; i < s->nhint; i++) {
+		bool vouch = hint_vouched(s, i);
+		uint64_t skipped;
+
+		me->h[i].add = madvx_batch_add_flags(b, (void *)s->h[i].addr, s->h[i].len,
+						     s->h[i].advice, vouch ? MADVX_HINT_ONE_VMA : 0);
+		if (me->h[i].add < 0)
+			continue;
+		/* Each add goes to an empty batch (index 0); one batch would say k. */
+		if (me->h[i].add != 0)
+			me->h[i].echo_bad = 1;
+		me->h[i].add = (int32_t)k;
+		skipped = lib_vma_skipped(b);
+		ret = madvx_batch_flush(b);
+		if (ret && !first)
+			first = ret;
+		if (!vouch && lib_vma_skipped(b) > skipped)
+			me->lone_guessed++;
+		res = madvx_batch_results(b, &cnt);
+		if (!res || cnt != 1) {
+			me->h[i].echo_bad = 1;
+			k++;
+			continue;
+		}
+		me->h[i].err = res[0].err;
+		me->h[i].seq = res[0].seq;
+		me->h[i].done = res[0].done;
+		me->h[i].echo_bad |= res[0].addr != s->h[i].addr || res[0].len != s->h[i].len ||
+				    res[0].advice != s->h[i].advice || me->h[i].seq != k ||
+				    res[0].__reserved[0] || res[0].__reserved[1];
+		k++;
+	}
+	me->flush = first;
+	me->nres = k;
+}
+
 /* The library's side: regions, batch, results. */
 static void run_lib(const struct spec *s)
 {
@@ -621,11 +702,24 @@ static void run_lib(const struct spec *s)
 	ret = madvx_batch_create(NULL, &b);
 	if (ret)
 		child_fail(2, "madvx_batch_create: %d", ret);
+	if (case_lone(s)) {
+		struct madvx_batch *t;
+
+		if (madvx_batch_create(NULL, &t))
+			child_fail(2, "madvx_batch_create");
+		train_lone_guess(t);
+		madvx_batch_free(t);
+	}
 	build_layout(s);
 	me->nvma0 = (uint32_t)vmas_in(env.base - MARGIN, env.base + WIN_MAX * PG + MARGIN,
 				      me->vma0, MAX_VMAS);
 	for (uint32_t i = 0; i < s->nreg; i++)
 		madvx_region_register((void *)s->reg[i].start, s->reg[i].len, s->reg[i].flags);
+	if (case_lone(s)) {
+		run_lone(s, b);
+		record_state(s);
+		return;
+	}
 	for (uint32_t i = 0; i < s->nhint; i++)
 		me->h[i].add = madvx_batch_add_flags(b, (void *)s->h[i].addr, s->h[i].len,
 						     s->h[i].advice,
@@ -1240,6 +1334,7 @@ static struct {
 	uint64_t cases, uffd, thp, guard, mlock, prot_none, holes, regions, wrong_regions;
 	uint64_t hints, rejected, err[6], stopped;	/* 0, ENOMEM, EINVAL, EFAULT, EACCES, other */
 	uint64_t vouched, wrong_vouched;	/* MADVX_HINT_ONE_VMA; not in one VMA of the layout */
+	uint64_t lone, lone_guessed;	/* lone cases; their hints planned by the guess */
 } cov;
 
 static void count_coverage(const struct spec *s, const struct cout *ref)
@@ -1306,6 +1401,9 @@ static void print_coverage(void)
 	       cov.err[0], cov.err[1], cov.err[2], cov.err[3], cov.err[4], cov.err[5], cov.stopped);
 	printf("conformance: coverage: %" PRIu64 " hints vouched for (MADVX_HINT_ONE_VMA), %" PRIu64
 	       " of them wrongly (not inside one VMA)\n", cov.vouched, cov.wrong_vouched);
+	printf("conformance: coverage: %" PRIu64 " lone cases (each hint flushed alone after a"
+	       " streak of 8), %" PRIu64 " hints planned by the lone-hint guess\n", cov.lone,
+	       cov.lone_guessed);
 }
 
 /*
@@ -1376,8 +1474,13 @@ static bool run_once(uint64_t seed, struct verdict *v, int rerun)
 		compare(&s, &out[0], &out[1], v);
 	if (env.verbose)
 		print_case(&s, &out[0], &out[1]);
-	if (!rerun)
+	if (!rerun) {
 		count_coverage(&s, &out[1]);
+		if (case_lone(&s)) {
+			cov.lone++;
+			cov.lone_guessed += out[0].lone_guessed;
+		}
+	}
 	return v->n != 0;
 }
 
@@ -1532,6 +1635,7 @@ static void skip_features(void)
 	env.no_far = skipped(l, "far");
 	env.no_unaligned = skipped(l, "unaligned");
 	env.no_vouch = skipped(l, "vouch");
+	env.no_lone = skipped(l, "lone");
 }
 
 static void conf_setup(void)
