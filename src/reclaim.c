@@ -44,7 +44,8 @@
  * whose per-call cost is high; a 100 us bound reaches 2.5-5.7x at 3.2-3.7x
  * CPU and 8-32x wall. No gap: 33-74x. The p99 is about the bound because a
  * writer that arrives during a call waits for its end; only a kernel that
- * advises another process under per-VMA locks (patch 0007) removes that.
+ * advises another process under per-VMA locks (patch 6 of kernel/patches)
+ * removes that.
  * The adaptive alternative (pause while /proc/PID/task/TID/syscall shows a
  * writer) lost: the woken writer is runnable, and the kernel reports a
  * runnable thread as "running".
