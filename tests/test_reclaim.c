@@ -365,7 +365,8 @@ START_TEST(plan_from_maps_equals_walk)
 		}
 		addr = v.end;
 	}
-	ck_assert_uint_ge(all, 64);	/* the maps read takes over after 32 */
+	/* the maps read takes over after 32 (a static kid in the test kernel has 46) */
+	ck_assert_uint_gt(all, 40);
 	ck_assert_int_eq(madvx_reclaim(t, &o, &r), 0);
 	ck_assert_int_eq(r.stop, MADVX_RECLAIM_DRY_RUN);
 	ck_assert_uint_eq(r.planned_vmas, n);
