@@ -12,8 +12,10 @@
 # bench's own arguments (bench.sh), threads = nproc, and run with each
 # allocator's library preloaded: Debian's jemalloc 5.3.0 and mimalloc
 # 2.0.9, each stock and patched (examples/jemalloc, examples/mimalloc: one
-# libmadvx batch per purge pass). bdwgc: gctest (threads, incremental
-# mode), Debian's libgc 8.2.2 stock and patched (examples/bdwgc).
+# libmadvx batch per purge pass), and upstream mimalloc v2.4.1 when
+# MADVX_MIMALLOC_UPSTREAM names a checkout of it (examples/mimalloc/check.sh
+# --upstream; allocator "mimalloc-upstream"). bdwgc: gctest (threads,
+# incremental mode), Debian's libgc 8.2.2 stock and patched (examples/bdwgc).
 #
 # Every cell: a run traced by bench/madvx-relcount (as root: madvise,
 # process_madvise and PROCMAP_QUERY calls of the whole process tree, and
@@ -26,7 +28,8 @@
 # Environment: MADVX_CLIENTS_BUILD (libmadvx's build directory, default
 # build-clients; the clients' builds go into it, as `meson test --suite
 # clients` leaves them), MADVX_CLIENTS_ALLOCATORS (comma list of jemalloc,
-# mimalloc, bdwgc; default all), MADVX_CLIENTS_WORKLOADS (comma list of the
+# mimalloc, mimalloc-upstream, bdwgc; default all, mimalloc-upstream when
+# MADVX_MIMALLOC_UPSTREAM is set), MADVX_CLIENTS_WORKLOADS (comma list of the
 # workloads above; default all).  Needs the network (apt source packages,
 # and MIMALLOC_BENCH when it is a URL), about 15 minutes of builds the first
 # time and 30-40 minutes of runs at REPS 3 on 2 cores.
@@ -37,7 +40,7 @@ SRCROOT=$(cd "$(dirname "$0")/.." && pwd)
 MB_SRC=$1
 REPS=${2:-3}
 BUILD=${MADVX_CLIENTS_BUILD:-$SRCROOT/build-clients}
-ALLOCATORS=${MADVX_CLIENTS_ALLOCATORS:-jemalloc,mimalloc,bdwgc}
+ALLOCATORS=${MADVX_CLIENTS_ALLOCATORS:-jemalloc,mimalloc,bdwgc${MADVX_MIMALLOC_UPSTREAM:+,mimalloc-upstream}}
 WORKLOADS=${MADVX_CLIENTS_WORKLOADS:-larson,mstress,rptest,xmalloc-test,cache-scratch,alloc-test,glibc-simple,malloc-large}
 PROCS=$(nproc)
 CLIENT=clients
@@ -62,6 +65,14 @@ build_all()
 		MADVX_MIMALLOC_CONFIGS=default \
 			"$SRCROOT/examples/mimalloc/check.sh" "$SRCROOT" "$BUILD" >"$BUILD/clients-mimalloc.log" 2>&1 ||
 			die "mimalloc's builds failed: $BUILD/clients-mimalloc.log"
+	fi
+	if client_selected "$ALLOCATORS" mimalloc-upstream; then
+		[[ -n ${MADVX_MIMALLOC_UPSTREAM:-} ]] ||
+			die "mimalloc-upstream needs MADVX_MIMALLOC_UPSTREAM (a mimalloc checkout with tag v2.4.1)"
+		MADVX_MIMALLOC_CONFIGS=default MADVX_MIMALLOC_STRESS="4 25 5" \
+			"$SRCROOT/examples/mimalloc/check.sh" --upstream "$SRCROOT" "$BUILD" \
+			>"$BUILD/clients-mimalloc-upstream.log" 2>&1 ||
+			die "upstream mimalloc's builds failed: $BUILD/clients-mimalloc-upstream.log"
 	fi
 	if client_selected "$ALLOCATORS" bdwgc; then
 		MADVX_BDWGC_CONFIGS=default \
@@ -121,6 +132,7 @@ library_of()
 	case $1 in
 	jemalloc) echo "$BUILD/jemalloc/$2/lib/libjemalloc.so.2" ;;
 	mimalloc) echo "$BUILD/mimalloc/$2/libmimalloc.so.2" ;;
+	mimalloc-upstream) echo "$BUILD/mimalloc-upstream/$2/libmimalloc.so.2" ;;
 	esac
 }
 
@@ -152,7 +164,7 @@ compile_workloads
 cd "$BUILD/mb"
 RELCOUNT=$BUILD/bench/madvx-relcount
 CASES=()
-for a in jemalloc mimalloc; do
+for a in jemalloc mimalloc mimalloc-upstream; do
 	client_selected "$ALLOCATORS" "$a" || continue
 	for w in larson mstress rptest xmalloc-test cache-scratch alloc-test glibc-simple malloc-large; do
 		client_selected "$WORKLOADS" "$w" && CASES+=("$a $w|")

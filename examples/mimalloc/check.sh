@@ -1,29 +1,39 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# mimalloc (Debian's 2.0.9+ds-2 source package) decommitting through
-# libmadvx, checked with mimalloc's own tests.
+# mimalloc purging through libmadvx, checked with mimalloc's own tests:
+# Debian's 2.0.9+ds-2 source package, or upstream's v2.4.1.
 #
-#   check.sh SRCROOT BUILDROOT [WORKDIR]
+#   check.sh [--upstream] SRCROOT BUILDROOT [WORKDIR]
 #
-# Gets the source package through a private apt configuration
-# (examples/common/debsrc.sh), applies mimalloc-2.0.9-madvx.patch (one
-# libmadvx batch per decommit pass: mi_segment_delayed_decommit() and the
-# segment cache's mi_commit_mask_decommit(), flushed before the pass
-# returns) and builds that one tree twice with CMake, as Debian does
-# (RelWithDebInfo): stock (without -DMI_USE_MADVX, checked to preprocess to
-# the unpatched source) and patched (with it, linked against the libmadvx of
-# BUILDROOT, checked to import madvx_ symbols).  Then runs mimalloc's own
-# tests (test-api, test-api-fill, test-stress) of both in every
-# configuration of CONFIGS below.  Exit 0 when every run passes, 1 on any
-# failure, 77 (with the reason) when the source cannot be had.  The work
-# tree (default BUILDROOT/mimalloc) keeps both builds for bench.sh.
+# Debian (default): gets the source package through a private apt
+# configuration (examples/common/debsrc.sh) and applies
+# mimalloc-2.0.9-madvx.patch (one libmadvx batch per decommit pass:
+# mi_segment_delayed_decommit() and the segment cache's
+# mi_commit_mask_decommit(), flushed before the pass returns).
+# --upstream: exports tag v2.4.1 of the checkout (path, git directory or
+# git URL) MADVX_MIMALLOC_UPSTREAM names (examples/common/upstream.sh) and
+# applies mimalloc-2.4.1-madvx.patch (one batch per purge pass:
+# mi_segment_try_purge() and mi_arena_try_purge(), flushed before the
+# segment or the claimed arena blocks are given up).
+# Either tree is built twice with CMake (RelWithDebInfo, as Debian does):
+# stock (without -DMI_USE_MADVX, checked to preprocess to the unpatched
+# source) and patched (with it, linked against the libmadvx of BUILDROOT,
+# checked to import madvx_ symbols).  Then runs mimalloc's own tests
+# (test-api, test-api-fill, test-stress) of both in every configuration of
+# CONFIGS below.  Exit 0 when every run passes, 1 on any failure, 77 (with
+# the reason) when the source cannot be had.  The work tree (default
+# BUILDROOT/mimalloc or BUILDROOT/mimalloc-upstream) keeps both builds for
+# bench.sh and bench/clients.sh.
 set -euo pipefail
 
+FLAVOUR=debian
+if [[ ${1:-} == --upstream ]]; then
+	FLAVOUR=upstream
+	shift
+fi
 SRCROOT=$(cd "$1" && pwd)
 BUILDROOT=$(cd "$2" && pwd)
-WORK=${3:-$BUILDROOT/mimalloc}
 HERE=$SRCROOT/examples/mimalloc
-PATCH=$HERE/mimalloc-2.0.9-madvx.patch
 CACHE=${MADVX_CLIENTS_CACHE:-/var/cache/madvx-clients}/mimalloc
 JOBS=${MADVX_CLIENTS_JOBS:-2}
 # test-stress THREADS SCALE ITER (its defaults: 32 25 50, minutes here).
@@ -48,23 +58,66 @@ CONFIGS=(
 	"no-vector|patched|MADVX_DISABLE=process_madvise,procmap_query"
 )
 
+# Upstream 2.4 purges instead (MIMALLOC_PURGE_DELAY, 10 ms; arenas at
+# MIMALLOC_ARENA_PURGE_MULT times that); test-stress runs with its own
+# defaults there (32 threads, scale 50, 50 generations: what its ctest
+# runs, ~11 s here; "4 25 5" takes 0.05 s in 2.4).
+if [[ $FLAVOUR == upstream ]]; then
+	TAG=v2.4.1
+	MI_VERSION=20401	# MI_MALLOC_VERSION of that tag
+	PATCH=$HERE/mimalloc-2.4.1-madvx.patch
+	WORK=${3:-$BUILDROOT/mimalloc-upstream}
+	STRESS=${MADVX_MIMALLOC_STRESS:-}
+	CLIENT=mimalloc-upstream
+	CONFIGS=(
+		"default|stock patched|"
+		"delay0|stock patched|MIMALLOC_PURGE_DELAY=0"
+		"no-vector|patched|MADVX_DISABLE=process_madvise,procmap_query"
+	)
+else
+	PATCH=$HERE/mimalloc-2.0.9-madvx.patch
+	WORK=${3:-$BUILDROOT/mimalloc}
+fi
+
 # shellcheck source=examples/common/client.sh
 source "$SRCROOT/examples/common/client.sh"	# log, die, skip, client_*
-client_need_tools "needed to get and build mimalloc" \
-	apt-get apt-cache dpkg-source cmake make cc patch sha256sum nm
+if [[ $FLAVOUR == upstream ]]; then
+	[[ -n ${MADVX_MIMALLOC_UPSTREAM:-} ]] ||
+		skip "MADVX_MIMALLOC_UPSTREAM is not set (a mimalloc checkout, git directory or git URL with tag $TAG; never cloned by default)"
+	client_need_tools "needed to get and build mimalloc" git tar cmake make cc patch nm
+else
+	client_need_tools "needed to get and build mimalloc" \
+		apt-get apt-cache dpkg-source cmake make cc patch sha256sum nm
+fi
 client_need_shared "$BUILDROOT"
 
 # shellcheck source=examples/common/debsrc.sh
 source "$SRCROOT/examples/common/debsrc.sh"
+# shellcheck source=examples/common/upstream.sh
+source "$SRCROOT/examples/common/upstream.sh"
+
+# The unpatched source in $WORK/fresh, as it is now.
+get_source()
+{
+	if [[ $FLAVOUR == upstream ]]; then
+		upstream_extract "$MADVX_MIMALLOC_UPSTREAM" "$TAG" "$WORK/fresh"
+		grep -q "define MI_MALLOC_VERSION $MI_VERSION " "$WORK/fresh/include/mimalloc.h" ||
+			die "$UPSTREAM_DESC is not mimalloc $TAG (MI_MALLOC_VERSION $MI_VERSION)"
+		log "source: $UPSTREAM_DESC"
+	else
+		debsrc_fetch mimalloc 2.0.9+ds-2 bookworm
+		debsrc_extract "$WORK/fresh"
+	fi
+}
 
 # The patched source tree in $WORK/src, the unpatched one in $WORK/pristine.
 prepare_source()
 {
-	debsrc_extract "$WORK/pristine"
-	rm -rf "$WORK/src"
+	rm -rf "$WORK/pristine" "$WORK/src"
+	mv "$WORK/fresh" "$WORK/pristine"
 	cp -a "$WORK/pristine" "$WORK/src"
 	(cd "$WORK/src" && patch -p1 --quiet <"$PATCH") ||
-		die "mimalloc-2.0.9-madvx.patch does not apply"
+		die "${PATCH##*/} does not apply"
 }
 
 # Without MI_USE_MADVX the patched files are the stock ones: every token
@@ -141,16 +194,18 @@ run_tests()
 	echo "PASS $pass FAIL $fail (${secs[*]} s)"
 }
 
-debsrc_fetch mimalloc 2.0.9+ds-2 bookworm
 mkdir -p "$WORK"
+get_source
 # Each build is redone when what it is built from changed (a stamp per
 # build, written only after a complete build).
-if [[ ! -f $WORK/src.ready || $WORK/src.ready -ot $DSC || $WORK/src.ready -ot $PATCH ]]; then
+if [[ ! -f $WORK/src.ready || $WORK/src.ready -ot $PATCH ]] ||
+   ! diff -rq "$WORK/fresh" "$WORK/pristine" >/dev/null 2>&1; then
 	rm -f "$WORK/src.ready" "$WORK/stock.built" "$WORK/patched.built"
 	prepare_source
 	check_guard
 	touch "$WORK/src.ready"
 fi
+rm -rf "$WORK/fresh"
 if [[ ! -f $WORK/stock.built ]]; then
 	build "$WORK/stock" "" ""
 	touch "$WORK/stock.built"
@@ -173,7 +228,7 @@ rm -rf "$WORK/out"
 mkdir -p "$WORK/out"
 fail=0
 ran=0
-echo "config     build    test-api, test-api-fill, test-stress $STRESS"
+echo "config     build    test-api, test-api-fill, test-stress ${STRESS:-(its defaults)}"
 for c in "${CONFIGS[@]}"; do
 	IFS='|' read -r name variants envs <<<"$c"
 	client_selected "${MADVX_MIMALLOC_CONFIGS:-}" "$name" || continue
