@@ -611,6 +611,20 @@ static bool anon_faults_map_folios(void)
 	return any;
 }
 
+/* Pages of [@p, @p + @len) that are resident. */
+static size_t resident_pages(void *p, size_t len)
+{
+	size_t pages = (len + test_page() - 1) / test_page(), n = 0;
+	unsigned char *vec = calloc(pages, 1);
+
+	ck_assert_ptr_nonnull(vec);
+	ck_assert_int_eq(mincore(p, len, vec), 0);
+	for (size_t i = 0; i < pages; i++)
+		n += vec[i] & 1;
+	free(vec);
+	return n;
+}
+
 /*
  * The first flush of one hint on a fresh batch faults in three pages of its
  * storage (the head, entries[0] and hints[0]; the vector of a few entries is
@@ -619,14 +633,12 @@ static bool anon_faults_map_folios(void)
  */
 START_TEST(fresh_batch_first_flush_pages)
 {
-	size_t size = madvx_batch_storage_size(0), pages = size / test_page(), resident = 0;
 	uint8_t *p = test_map_filled(1, 1);
-	unsigned char *vec = calloc(pages + 1, 1);
 	struct madvx_batch *b;
+	size_t resident;
 
 	if (anon_faults_map_folios()) {
 		printf("SKIP part: multi-size THP maps folios on a fault here\n");
-		free(vec);
 		munmap(p, test_page());
 		return;
 	}
@@ -634,13 +646,38 @@ START_TEST(fresh_batch_first_flush_pages)
 	ck_assert_int_ge(madvx_batch_add(b, p, test_page(), MADV_DONTNEED), 0);
 	ck_assert_int_eq(madvx_batch_flush(b), 0);
 	ck_assert(test_page_zero(p));
-	ck_assert_int_eq(mincore(b, size, vec), 0);
-	for (size_t i = 0; i < (size + test_page() - 1) / test_page(); i++)
-		resident += vec[i] & 1;
+	resident = resident_pages(b, madvx_batch_storage_size(0));
 	ck_assert_msg(resident <= 3, "%zu pages of the storage resident", resident);
 	madvx_batch_free(b);
-	free(vec);
 	munmap(p, test_page());
+}
+END_TEST
+
+/*
+ * On caller storage, creation clears the head of the batch only (two
+ * pages), not the arrays after it: fresh storage is not faulted in (22
+ * pages when the entry and iovec arrays were part of the head).
+ */
+START_TEST(caller_storage_create_clears_the_head_only)
+{
+	size_t size = madvx_batch_storage_size(0), resident;
+	void *st = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct madvx_batch_opts o = {
+		.size = sizeof(o), .storage = st, .storage_size = size,
+	};
+	struct madvx_batch *b;
+
+	ck_assert_ptr_ne(st, MAP_FAILED);
+	if (anon_faults_map_folios()) {
+		printf("SKIP part: multi-size THP maps folios on a fault here\n");
+		munmap(st, size);
+		return;
+	}
+	ck_assert_int_eq(madvx_batch_create(&o, &b), 0);
+	resident = resident_pages(st, size);
+	ck_assert_msg(resident <= 2, "%zu pages of the storage resident", resident);
+	madvx_batch_free(b);
+	munmap(st, size);
 }
 END_TEST
 
@@ -1325,6 +1362,7 @@ int main(void)
 	tcase_add_test(api, autoflush_failures_are_reported);
 	tcase_add_test(api, caller_storage);
 	tcase_add_test(api, fresh_batch_first_flush_pages);
+	tcase_add_test(api, caller_storage_create_clears_the_head_only);
 	tcase_add_test(api, autoflush_results_reach_on_result);
 	tcase_add_test(api, capacity_is_checked_not_truncated);
 	tcase_add_test(api, fork_child_advises_itself);
