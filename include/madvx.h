@@ -55,7 +55,10 @@ MADVX_API const char *madvx_version(void);
  *  - measured: `madvx-probe --measure` (root, tracefs) counted the
  *    mmap_lock acquisitions of those advices with the mmap_lock tracepoints
  *    and wrote the result to the per-boot cache MADVX_PROBE_CACHE (default
- *    MADVX_PROBE_CACHE_PATH), which the probe reads when its boot key is this
+ *    MADVX_PROBE_CACHE_PATH), which the probe reads on the first need of
+ *    either feature (the first MADV_COLD or MADV_PAGEOUT hint, the first
+ *    userfaultfd-armed VMA a flush meets, a question about them), once per
+ *    process, and trusts when its boot key is this
  *    boot's (/proc/sys/kernel/random/boot_id; the btime of /proc/stat on
  *    kernels without /proc/sys) and the file is owned by root or by the
  *    caller and writable by nobody else;

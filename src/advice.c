@@ -44,9 +44,16 @@ static enum madvx_lock advice_lock_for(const struct advice_desc *d)
 	    __madvx_probe()->version < MADVX_KVER(7, 3, 0))
 		return MADVX_LOCK_MMAP_READ;
 	if ((d->advice == MADV_COLD || d->advice == MADV_PAGEOUT) &&
-	    madvx_has(MADVX_FEAT_PER_VMA_COLD_PAGEOUT))
+	    __madvx_plan_feature(MADVX_FEAT_PER_VMA_COLD_PAGEOUT))
 		return MADVX_LOCK_PER_VMA;
 	return d->lock;
+}
+
+/* COLD and PAGEOUT: their lock may need the per-boot cache (read on first need). */
+bool __madvx_advice_lock_measured(int index)
+{
+	return index == madvx_advice_index(MADV_COLD) ||
+	       index == madvx_advice_index(MADV_PAGEOUT);
 }
 
 enum madvx_lock __madvx_advice_lock_at(int index)

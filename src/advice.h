@@ -11,4 +11,10 @@
  */
 MADVX_HIDDEN enum madvx_lock __madvx_advice_lock_at(int index);
 
+/*
+ * Whether that answer may need the per-boot cache (COLD, PAGEOUT): asking
+ * reads it on the first need, so a planner asks only when such a hint comes.
+ */
+MADVX_HIDDEN bool __madvx_advice_lock_measured(int index);
+
 #endif /* MADVX_ADVICE_H */

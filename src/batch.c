@@ -37,9 +37,13 @@ static size_t align_up(size_t v, size_t a)
 	return (v + a - 1) & ~(a - 1);
 }
 
+/* The arrays every batch has, whatever its capacity: entries, spill, iov. */
+#define FIXED_ARRAYS (2 * MADVX_PLAN_CHUNK * sizeof(struct madvx_entry) + \
+		      MADVX_MAX_VEC * sizeof(struct iovec))
+
 MADVX_API size_t madvx_batch_storage_size(size_t capacity)
 {
-	size_t sz = align_up(sizeof(struct madvx_batch), 64);
+	size_t sz = align_up(sizeof(struct madvx_batch), 64) + FIXED_ARRAYS;
 
 	if (!capacity)
 		capacity = DEFAULT_CAPACITY;
@@ -51,10 +55,20 @@ MADVX_API size_t madvx_batch_storage_size(size_t capacity)
 	return sz;
 }
 
+/*
+ * entries[] first: entries[0], which every flush writes, shares the second
+ * page with the tail of the VMA cache (see struct madvx_batch).
+ */
 static void carve_storage(struct madvx_batch *b, char *base)
 {
 	char *p = base + align_up(sizeof(*b), 64);
 
+	b->entries = (struct madvx_entry *)p;
+	p += MADVX_PLAN_CHUNK * sizeof(struct madvx_entry);
+	b->spill = (struct madvx_entry *)p;
+	p += MADVX_PLAN_CHUNK * sizeof(struct madvx_entry);
+	b->iov = (struct iovec *)p;
+	p += MADVX_MAX_VEC * sizeof(struct iovec);
 	b->hints = (struct hint_int *)p;
 	p += (size_t)b->capacity * sizeof(struct hint_int);
 	b->res = (struct madvx_hint *)p;
@@ -110,9 +124,8 @@ MADVX_API int madvx_batch_create(const struct madvx_batch_opts *opts,
 
 	b = mem;
 	/*
-	 * Fresh anonymous memory reads as zero already: clearing the header
-	 * (entry and iovec arrays, tens of KiB) would fault every page of it
-	 * in on the first call; untouched, they fault in as the plan uses them.
+	 * Fresh anonymous memory reads as zero already: clearing the head
+	 * would fault its second page in on the first call for nothing.
 	 */
 	if (o.storage)
 		memset(b, 0, sizeof(*b));

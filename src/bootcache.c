@@ -2,7 +2,8 @@
 /* The per-boot measurement cache that madvx-probe --measure writes (bootcache.h). */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -11,27 +12,46 @@
 #include "bootcache.h"
 #include "sys.h"
 
-/* The "btime" of /proc/stat (boot time, seconds since the epoch), or -1. */
-static long long read_btime(void)
+/*
+ * The per-boot cache is read on the first need of a planning feature, which
+ * may come inside a flush in a signal handler: so no stdio and no strto*()
+ * here (open, read, fstat and close are async-signal-safe), and by hand.
+ */
+
+/* Append @s to @buf (@size bytes, @at used); false when it does not fit. */
+static bool append(char *buf, size_t size, size_t *at, const char *s, size_t n)
+{
+	if (n >= size - *at)
+		return false;
+	memcpy(buf + *at, s, n);
+	*at += n;
+	buf[*at] = 0;
+	return true;
+}
+
+/* The digits of the "btime" line of /proc/stat (boot time, seconds), or 0. */
+static size_t read_btime(char *out, size_t size)
 {
 	char buf[4096 + 64];
 	int fd = open("/proc/stat", O_RDONLY | O_CLOEXEC), e = errno;
-	long long btime = -1;
-	size_t keep = 0, total;
+	size_t keep = 0, total, n = 0;
 	const char *p;
-	ssize_t n;
+	ssize_t got;
 
 	if (fd < 0) {
 		errno = e;
-		return -1;
+		return 0;
 	}
 	/* The line comes after per-CPU and interrupt lines: read in chunks. */
-	while (btime < 0 && (n = read(fd, buf + keep, sizeof(buf) - 64 - 1)) > 0) {
-		total = keep + n;
+	while ((got = read(fd, buf + keep, sizeof(buf) - 64 - 1)) > 0) {
+		total = keep + (size_t)got;
 		buf[total] = 0;
 		p = strstr(buf, "\nbtime ");
 		if (p && strchr(p + 7, '\n')) {
-			btime = strtoll(p + 7, NULL, 10);
+			while (p[7 + n] >= '0' && p[7 + n] <= '9' && n < size - 1)
+				n++;
+			memcpy(out, p + 7, n);
+			out[n] = 0;
 			break;
 		}
 		keep = total < 64 ? total : 64;
@@ -39,24 +59,55 @@ static long long read_btime(void)
 	}
 	close(fd);
 	errno = e;
-	return btime;
+	return n;
 }
 
 int __madvx_boot_key(char *buf, size_t size)
 {
-	long long btime;
 	char id[64];
+	size_t at = 0;
 
+	buf[0] = 0;
 	if (__madvx_read_small_file("/proc/sys/kernel/random/boot_id", id, sizeof(id)) > 0) {
 		id[strcspn(id, "\n")] = 0;
-		snprintf(buf, size, "boot_id %s", id);
-		return 0;
+		return append(buf, size, &at, "boot_id ", 8) &&
+		       append(buf, size, &at, id, strlen(id)) ? 0 : -ENOENT;
 	}
-	btime = read_btime();
-	if (btime < 0)
+	if (!read_btime(id, sizeof(id)))
 		return -ENOENT;
-	snprintf(buf, size, "btime %lld", btime);
-	return 0;
+	return append(buf, size, &at, "btime ", 6) &&
+	       append(buf, size, &at, id, strlen(id)) ? 0 : -ENOENT;
+}
+
+/*
+ * One "<key> <int>" line, as sscanf("%63s %d") took it: the key is the first
+ * word (spaces and tabs around it), the value an optionally signed decimal.
+ * Returns false for a line without both.
+ */
+static bool parse_line(const char *line, const char **key, size_t *klen, long *val)
+{
+	const char *p = line;
+	bool neg = false;
+	long v = 0;
+
+	while (*p == ' ' || *p == '\t')
+		p++;
+	*key = p;
+	while (*p && *p != ' ' && *p != '\t' && *p != '\n')
+		p++;
+	*klen = (size_t)(p - *key);
+	if (!*klen || *klen > 63)
+		return false;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	if (*p == '-' || *p == '+')
+		neg = *p++ == '-';
+	if (*p < '0' || *p > '9')
+		return false;
+	while (*p >= '0' && *p <= '9' && v < 1000000)
+		v = v * 10 + (*p++ - '0');
+	*val = neg ? -v : v;
+	return true;
 }
 
 /*
@@ -70,11 +121,13 @@ uint64_t __madvx_boot_cache_read(const char *const *names, int count, uint64_t w
 				 uint64_t *measured)
 {
 	const char *path = secure_getenv("MADVX_PROBE_CACHE");
-	char buf[1024], boot[96], key[64];
+	char buf[1024], boot[96];
 	uint64_t on = 0;
 	struct stat sb;
-	const char *line;
-	int fd, e = errno, val;
+	const char *line, *key;
+	size_t klen;
+	int fd, e = errno;
+	long val;
 	ssize_t n;
 	bool this_boot = false;
 
@@ -109,10 +162,11 @@ uint64_t __madvx_boot_cache_read(const char *const *names, int count, uint64_t w
 	if (!this_boot)
 		return 0;
 	for (line = buf; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
-		if (sscanf(line, "%63s %d", key, &val) != 2)
+		if (!parse_line(line, &key, &klen, &val))
 			continue;
 		for (int f = 0; f < count; f++) {
-			if (!(which & (1ULL << f)) || strcmp(key, names[f]))
+			if (!(which & (1ULL << f)) || strlen(names[f]) != klen ||
+			    strncmp(key, names[f], klen))
 				continue;
 			*measured |= 1ULL << f;
 			if (val == 1)
@@ -120,4 +174,32 @@ uint64_t __madvx_boot_cache_read(const char *const *names, int count, uint64_t w
 		}
 	}
 	return on;
+}
+
+/*
+ * The answer, once per process: 0 before, else CACHE_READ | the features on
+ * | those answered << 32. Lock-free (a flush in a signal handler may be
+ * the first to ask): racing readers each read the file, and the first
+ * answer stored is the process's, so a cache rewritten in between cannot
+ * give two answers.
+ */
+#define CACHE_READ (1ULL << 63)
+static _Atomic uint64_t cache_answer;
+
+uint64_t __madvx_boot_cache_once(const char *const *names, int count, uint64_t which,
+				 uint64_t *measured)
+{
+	uint64_t on, w = atomic_load_explicit(&cache_answer, memory_order_acquire);
+	uint64_t expected = 0;
+
+	if (!w) {
+		on = __madvx_boot_cache_read(names, count, which, measured);
+		w = CACHE_READ | (on & *measured) | (*measured << 32);
+		if (!atomic_compare_exchange_strong_explicit(&cache_answer, &expected, w,
+							     memory_order_acq_rel,
+							     memory_order_acquire))
+			w = expected;
+	}
+	*measured = (w >> 32) & 0x7fffffff;
+	return w & 0x7fffffff;
 }

@@ -24,4 +24,11 @@ MADVX_HIDDEN int __madvx_boot_key(char *buf, size_t size);
 MADVX_HIDDEN uint64_t __madvx_boot_cache_read(const char *const *names, int count,
 					      uint64_t which, uint64_t *measured);
 
+/*
+ * The same, read once per process (later calls return that answer, whatever
+ * they pass); lock-free and async-signal-safe. @count is at most 31.
+ */
+MADVX_HIDDEN uint64_t __madvx_boot_cache_once(const char *const *names, int count,
+					      uint64_t which, uint64_t *measured);
+
 #endif /* MADVX_BOOTCACHE_H */

@@ -79,6 +79,15 @@ typedef void (*madvx_issue_fn)(struct madvx_batch *b, int advice,
 
 enum { RESULTS_STALE = 0, RESULTS_BUILDING, RESULTS_BUILT };
 
+/*
+ * The head of the batch's storage; its arrays follow it (batch.c,
+ * carve_storage()). Fresh storage is faulted in page by page as it is first
+ * written, and each first write costs a page fault (~10 us on a
+ * paravirtualised host): so what a flush of one hint touches - these
+ * fields, the VMA cache's head and first spans - lies on the first page,
+ * and only the cache's later spans run into the second, where the arrays
+ * begin with entries[].
+ */
 struct madvx_batch {
 	uint32_t capacity;
 	uint32_t flags;
@@ -110,20 +119,25 @@ struct madvx_batch {
 	madvx_issue_fn issue;
 	void *issue_ctx;
 
-	struct madvx_vma_cache vmas;
 	struct madvx_stats st;
 	struct madvx_stats published;	/* part of st already in gstats */
 
+	/* In the storage after this head, in this order. */
+	struct madvx_entry *entries;	/* MADVX_PLAN_CHUNK */
+	struct madvx_entry *spill;	/* MADVX_PLAN_CHUNK fallback entries, in order */
+	struct iovec *iov;		/* MADVX_MAX_VEC */
 	struct hint_int *hints;
 	struct madvx_hint *res;
 	struct sort_item *sorted;
 	struct sort_item *scratch;
 	uint32_t *radix_count;		/* 1 << radix_bits counters */
 	uint32_t radix_bits;
-	struct madvx_entry entries[MADVX_PLAN_CHUNK];
-	struct madvx_entry spill[MADVX_PLAN_CHUNK];	/* fallback entries, in order */
-	struct iovec iov[MADVX_MAX_VEC];
+
+	struct madvx_vma_cache vmas;	/* last: its span array is 4 KiB */
 };
+_Static_assert(offsetof(struct madvx_batch, vmas) + offsetof(struct madvx_vma_cache, span) +
+	       sizeof(struct madvx_vma_span) <= 4096,
+	       "a one-hint flush touches the batch's first page only (and entries[0])");
 
 /*
  * Planning works on positions: within an epoch, position k is hint k when

@@ -78,7 +78,8 @@ MADVX_API int madvx_kernel_info_get(struct madvx_kernel_info *info)
 	full.unprivileged_userfaultfd = st->unprivileged_userfaultfd;
 	full.thp = st->thp;
 	full.assumed = st->assumed & ~st->disabled;
-	full.measured = st->measured & ~st->disabled;
+	full.measured = atomic_load_explicit(&st->measured, memory_order_relaxed) &
+			~st->disabled;
 
 	madvx_copy_out(info, &full, sizeof(full));
 	return 0;

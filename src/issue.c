@@ -377,13 +377,23 @@ static bool vector_entry_failed(struct madvx_batch *b, int advice,
 	}
 }
 
+/*
+ * The vector of a group of at most SMALL_VEC entries is built on the stack
+ * (128 bytes, fine in a signal handler): a batch that flushes a few hints
+ * at a time never touches its 16 KiB iov[], and a fresh batch's first
+ * flush takes one page fault less (~10 us on a paravirtualised host,
+ * BENCHMARKS.md p6).
+ */
+#define SMALL_VEC 8
+
 /* Entries [i, i + m) that can go in one call: up to one whose hints stopped. */
-static uint32_t fill_vector(struct madvx_batch *b, struct madvx_entry *e, uint32_t n)
+static uint32_t fill_vector(struct madvx_batch *b, struct iovec *iov,
+			    struct madvx_entry *e, uint32_t n)
 {
 	uint32_t m = 0;
 
 	while (m < n && m < MADVX_MAX_VEC && (!m || !__madvx_entry_touches_stopped(b, &e[m]))) {
-		b->iov[m] = (struct iovec){ (void *)(uintptr_t)e[m].start, e[m].len };
+		iov[m] = (struct iovec){ (void *)(uintptr_t)e[m].start, e[m].len };
 		m++;
 	}
 	return m;
@@ -393,6 +403,8 @@ static void issue_vector(struct madvx_batch *b, int advice,
 			 struct madvx_entry *e, uint32_t n)
 {
 	int pidfd = b->target ? b->target->pidfd : __madvx_self_pidfd();
+	struct iovec small[SMALL_VEC];
+	struct iovec *iov = n <= SMALL_VEC ? small : b->iov;
 	uint32_t i = 0, tries = 0;
 
 	if (pidfd < 0 && pidfd != PIDFD_SELF_THREAD) {
@@ -408,8 +420,8 @@ static void issue_vector(struct madvx_batch *b, int advice,
 			__madvx_entry_narrowed(b, advice, &e[i++]);
 			continue;
 		}
-		m = fill_vector(b, e + i, n - i);
-		ret = __madvx_sys_process_madvise(pidfd, b->iov, m, advice);
+		m = fill_vector(b, iov, e + i, n - i);
+		ret = __madvx_sys_process_madvise(pidfd, iov, m, advice);
 		b->st.syscalls++;
 		b->st.vector_entries += m;
 		if (ret > 0) {

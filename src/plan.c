@@ -23,17 +23,39 @@
 #include "plan.h"
 
 /* 0: per-VMA fast path, 1: mmap_read_lock, 2: mmap_write_lock; per advice index. */
-uint8_t __madvx_lock_classes[64];
+_Atomic uint8_t __madvx_lock_classes[64];
 static struct madvx_once lock_classes_once = MADVX_ONCE_INIT;
 
+static uint8_t lock_class_of(int i)
+{
+	enum madvx_lock l = __madvx_advice_lock_at(i);
+
+	return l == MADVX_LOCK_PER_VMA ? 0 : l == MADVX_LOCK_MMAP_READ ? 1 : 2;
+}
+
+/*
+ * Every class but those that need the per-boot cache: a process that never
+ * adds a COLD or PAGEOUT hint never opens it (probe.c, plan_features_read()).
+ */
 static void init_lock_classes(void)
 {
-	for (int i = 0; i < (int)__madvx_nadvices && i < 64; i++) {
-		enum madvx_lock l = __madvx_advice_lock_at(i);
+	for (int i = 0; i < (int)__madvx_nadvices && i < 64; i++)
+		atomic_store_explicit(&__madvx_lock_classes[i],
+				      __madvx_advice_lock_measured(i) ? LOCK_CLASS_LATER :
+				      lock_class_of(i), memory_order_relaxed);
+}
 
-		__madvx_lock_classes[i] = l == MADVX_LOCK_PER_VMA ? 0 :
-					  l == MADVX_LOCK_MMAP_READ ? 1 : 2;
-	}
+/*
+ * On an add (maybe in a signal handler: lock-free). The cache's answer is
+ * decided once per process, so racing callers store the same class, and
+ * every hint of the advice gets its key after the class is known.
+ */
+uint8_t __madvx_lock_class_decide(int adv_idx)
+{
+	uint8_t c = lock_class_of(adv_idx);
+
+	atomic_store_explicit(&__madvx_lock_classes[adv_idx], c, memory_order_relaxed);
+	return c;
 }
 
 void __madvx_plan_init(void)
@@ -155,7 +177,6 @@ struct planner {
 	int advice;
 	bool vouched;		/* MADVX_HINT_ONE_VMA hints: no look-ups */
 	bool fast_advice;	/* the advice can run under the per-VMA lock */
-	bool fast_uffd;		/* ... also on uffd VMAs without EVENT_REMOVE */
 	uint32_t n;		/* entries planned, not yet issued */
 	struct madvx_vma last;	/* the VMA of the previous run: runs come in address order */
 };
@@ -174,10 +195,15 @@ static int planner_vma(struct planner *pl, uint64_t addr, struct madvx_vma *v)
 	return ret;
 }
 
-/* Does madvise fall back to mmap_lock on @v (known to hold the range)? */
-static bool vma_forces_fallback(const struct planner *pl, const struct madvx_vma *v)
+/*
+ * Does madvise fall back to mmap_lock on @v (known to hold the range)? On a
+ * uffd VMA without EVENT_REMOVE only a kernel with the series' per-VMA uffd
+ * patch keeps the per-VMA lock: asked here, where one comes, so that plans
+ * without one never read the per-boot cache.
+ */
+static bool vma_forces_fallback(const struct madvx_vma *v)
 {
-	return v->uffd && (v->uffd_remove || !pl->fast_uffd);
+	return v->uffd && (v->uffd_remove || !__madvx_plan_feature(MADVX_FEAT_PER_VMA_UFFD));
 }
 
 static void plan_entry(struct planner *pl, uint64_t start, uint64_t end,
@@ -344,7 +370,7 @@ static void plan_run(struct planner *pl, uint64_t start, uint64_t end,
 		 * continues a hint of an earlier fallback piece falls back too
 		 * (fallback entries are issued after the fast ones).
 		 */
-		if (!slow_advice && (cur < fb_end || vma_forces_fallback(pl, &v))) {
+		if (!slow_advice && (cur < fb_end || vma_forces_fallback(&v))) {
 			fb_end = window_end(b, &w, fb_end);
 			plan_entry(pl, cur, pend, w.lo, w.hi, true);
 		} else {
@@ -384,7 +410,6 @@ static void plan_group(struct madvx_batch *b, int advice, bool vouched, uint32_t
 		.b = b, .advice = advice, .vouched = vouched,
 		/* A remote process_madvise() always takes the target's mmap_lock. */
 		.fast_advice = !b->target && madvx_advice_lock(advice) == MADVX_LOCK_PER_VMA,
-		.fast_uffd = madvx_has(MADVX_FEAT_PER_VMA_UFFD),
 	};
 	bool via = b->use_sorted;
 	uint32_t k = from;

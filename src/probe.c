@@ -3,18 +3,19 @@
  * Capability store: what the running kernel does with our calls.
  *
  * Probes run by need (STYLE.md habit 14: touch only what the caller uses).
- * The core, run once on the first call of any API, costs uname() and one
- * open() of the per-boot cache: it guesses the process_madvise() family,
- * PROCMAP_QUERY and the advices process_madvise() takes from the kernel
- * version. The batch and release paths act on those guesses, and a guess
- * that turns out wrong is corrected by the first real call
+ * The core, run once on the first call of any API, costs uname(): it
+ * guesses the process_madvise() family, PROCMAP_QUERY and the advices
+ * process_madvise() takes from the kernel version. The batch and release
+ * paths act on those guesses, and a guess that turns out wrong is
+ * corrected by the first real call
  * (__madvx_feature_demote(): ENOSYS, EBADF for PIDFD_SELF, ENOTTY for
  * PROCMAP_QUERY, EINVAL for an advice), whose hint is then re-applied the
  * other way: no answer ever depends on a guess. Everything else is a group
  * probed the first time an API needs it (madvx_feature_supported(X) probes
  * X's group on memory the probe maps for itself): so a process that only
  * releases memory never opens an io_uring or a userfaultfd, and a seccomp
- * filter that kills on those never fires.
+ * filter that kills on those never fires. The per-boot cache is such a
+ * group too, read lock-free because a flush may need it (MADVX_PG_MEASURED).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -80,6 +81,7 @@ static const uint64_t feature_dependents[MADVX_FEAT__COUNT] = {
 
 /* Features that only steer planning: measured (boot cache) or assumed. */
 #define PLAN_FEATURES (BIT(MADVX_FEAT_PER_VMA_COLD_PAGEOUT) | BIT(MADVX_FEAT_PER_VMA_UFFD))
+_Static_assert(MADVX_FEAT__COUNT <= 31, "__madvx_boot_cache_once() keeps 31 features");
 
 static struct madvx_probe_state probe_state;
 static struct madvx_once probe_once = MADVX_ONCE_INIT;
@@ -299,16 +301,13 @@ bool __madvx_populate_stops_at_holes(void)
 /*
  * per_vma_cold_pageout and per_vma_uffd: MADVX_ASSUME wins, else the boot
  * cache; without either they stay off, and on a kernel without per-VMA locks
- * they are off whatever either says.
+ * they are off whatever either says. The core takes MADVX_ASSUME (no system
+ * call); the cache is read on the first need (see plan_features_read()).
  */
-static uint64_t probe_plan_features(struct madvx_probe_state *st, uint64_t features)
+static uint64_t probe_assumed(struct madvx_probe_state *st, uint64_t features)
 {
-	uint64_t measured, cached = __madvx_boot_cache_read(feature_names, MADVX_FEAT__COUNT,
-							  PLAN_FEATURES, &measured);
-
 	st->assumed = parse_names(secure_getenv("MADVX_ASSUME")) & PLAN_FEATURES;
-	st->measured = measured & ~st->assumed;
-	features |= st->assumed | (cached & st->measured);
+	features |= st->assumed;
 	/*
 	 * Both are moot on a kernel without per-VMA locks (or with them
 	 * disabled). per_vma_uffd needs no uffd probe: a VMA is only
@@ -317,6 +316,40 @@ static uint64_t probe_plan_features(struct madvx_probe_state *st, uint64_t featu
 	if (!(features & BIT(MADVX_FEAT_PER_VMA_MADVISE)))
 		features &= ~PLAN_FEATURES;
 	return features;
+}
+
+/*
+ * The per-boot cache's answers, on the first need of them: only COLD and
+ * PAGEOUT hints and userfaultfd-armed VMAs are planned by them, so a
+ * process that releases memory with DONTNEED never opens the file (its
+ * first flush: one system call less). A flush may be the first to need
+ * them, so this is lock-free: the file is read once (bootcache.c), and
+ * every caller applies that answer (idempotent), so none returns first.
+ * Returns the features it turns on.
+ */
+static uint64_t plan_features_read(struct madvx_probe_state *st)
+{
+	uint64_t measured, on;
+
+	on = __madvx_boot_cache_once(feature_names, MADVX_FEAT__COUNT,
+				     PLAN_FEATURES & ~st->assumed, &measured);
+	atomic_store_explicit(&st->measured, measured, memory_order_relaxed);
+	on &= ~st->disabled;
+	if (on && madvx_has(MADVX_FEAT_PER_VMA_MADVISE))
+		atomic_fetch_or_explicit(&st->features, on, memory_order_relaxed);
+	return on;
+}
+
+bool __madvx_plan_feature(enum madvx_feature feat)
+{
+	const struct madvx_probe_state *st = __madvx_probe();
+
+	/* Assumed or read already; or moot or disabled: no need of the file. */
+	if (madvx_has(feat))
+		return true;
+	if (!madvx_has(MADVX_FEAT_PER_VMA_MADVISE) || (st->disabled & BIT(feat)))
+		return false;
+	return plan_features_read(&probe_state) & BIT(feat);
 }
 
 /*
@@ -463,7 +496,7 @@ static void run_core(void)
 	st->disabled = parse_disable(secure_getenv("MADVX_DISABLE"));
 	probe_uname(st);
 	f = guess_features(st);
-	f = probe_plan_features(st, f);
+	f = probe_assumed(st, f);
 	/* A disabled feature is off whatever a probe finds. */
 	f &= ~st->disabled;
 	if (!(f & BIT(MADVX_FEAT_PROCESS_MADVISE)))
@@ -557,14 +590,16 @@ void __madvx_probe_group(enum madvx_probe_group g, madvx_probe_fn fn)
 		case MADVX_PG_INFO:
 			probe_info_group(st);
 			break;
+		case MADVX_PG_MEASURED:
+			plan_features_read(st);
+			break;
 		default:
 			if (fn)
 				merge_found(st, fn);
 			break;
 		}
-		atomic_store_explicit(&st->features,
-				      atomic_load_explicit(&st->features, memory_order_relaxed) &
-				      ~st->disabled, memory_order_relaxed);
+		/* One atomic step: a flush may demote or add a feature meanwhile. */
+		atomic_fetch_and_explicit(&st->features, ~st->disabled, memory_order_relaxed);
 		atomic_fetch_or_explicit(&groups_done, bit, memory_order_release);
 	}
 	__madvx_plock_unlock(&group_lock);
@@ -582,6 +617,9 @@ int __madvx_feature_group(enum madvx_feature feat)
 		return MADVX_PG_PROCMAP;
 	case MADVX_FEAT_VMA_LOCK_STATS:
 		return MADVX_PG_STATS;
+	case MADVX_FEAT_PER_VMA_COLD_PAGEOUT:
+	case MADVX_FEAT_PER_VMA_UFFD:
+		return MADVX_PG_MEASURED;
 	case MADVX_FEAT_IO_URING_BUILT:
 	case MADVX_FEAT_IO_URING:
 	case MADVX_FEAT_IO_URING_MADVISE:

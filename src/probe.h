@@ -21,7 +21,8 @@ struct madvx_probe_state {
 	char release[65];
 	bool per_vma_locks;	/* CONFIG_PER_VMA_LOCK, from uname (kver.c) */
 	uint64_t assumed;	/* features MADVX_ASSUME turned on */
-	uint64_t measured;	/* features the per-boot measurement cache answered */
+	/* Features the per-boot measurement cache answered (once it is read). */
+	_Atomic uint64_t measured;
 };
 
 /* The store; runs the core (no probe groups) on first call. Never NULL. */
@@ -34,6 +35,7 @@ enum madvx_probe_group {
 	MADVX_PG_PROCMAP,	/* PROCMAP_QUERY */
 	MADVX_PG_STATS,		/* /proc/vmstat counters */
 	MADVX_PG_INFO,		/* THP mode, sysctls (madvx_kernel_info_get()) */
+	MADVX_PG_MEASURED,	/* the per-boot cache: per_vma_cold_pageout, per_vma_uffd */
 	MADVX_PG_UFFD,		/* uffd.c */
 	MADVX_PG_IOURING,	/* iouring.c */
 };
@@ -62,6 +64,13 @@ MADVX_HIDDEN int __madvx_feature_group(enum madvx_feature feat);
  * what depends on it, for the rest of the process.
  */
 MADVX_HIDDEN void __madvx_feature_demote(enum madvx_feature feat);
+
+/*
+ * per_vma_cold_pageout or per_vma_uffd, for planning: reads the per-boot
+ * cache on the first need (probe.c). Lock-free and async-signal-safe: a
+ * flush may ask.
+ */
+MADVX_HIDDEN bool __madvx_plan_feature(enum madvx_feature feat);
 
 /* The advices process_madvise() takes for ourselves (bit per advice index). */
 MADVX_HIDDEN uint64_t __madvx_pmadv_advices(void);

@@ -50,8 +50,9 @@ struct madvx_vma_cache {
 	uint32_t last;		/* index of the last hit */
 	bool stale;		/* the kernel refused an entry planned on it */
 	uint64_t gen;		/* __madvx_proc_gen() of the process that filled it */
-	struct madvx_vma_span span[MADVX_VMA_CACHE];
 	uint64_t queries;	/* kernel lookups done (stats) */
+	/* Last: with the fields above, a first lookup touches its head only. */
+	struct madvx_vma_span span[MADVX_VMA_CACHE];
 };
 
 static inline void madvx_vma_cache_reset(struct madvx_vma_cache *c)

@@ -10,7 +10,9 @@
  * hint's reported bytes must equal what is mapped of it. It runs with every
  * fallback forced through MADVX_DISABLE. MADVX_TEST_LONG=1 runs 25x more.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
@@ -567,6 +569,115 @@ START_TEST(caller_storage)
 	madvx_batch_free(b);	/* must not unmap caller storage */
 	storage[0] ^= 1;
 	munmap(p, 2 * test_page());
+}
+END_TEST
+
+/* Does a fault of anonymous memory map more than its page (multi-size THP)? */
+static bool anon_faults_map_folios(void)
+{
+	char top[128] = "", buf[128], path[320];
+	struct dirent *d;
+	DIR *dir;
+	bool any = false;
+	int fd;
+
+	fd = open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY);
+	if (fd >= 0) {
+		ssize_t n = read(fd, top, sizeof(top) - 1);
+
+		top[n > 0 ? n : 0] = 0;
+		close(fd);
+	}
+	dir = opendir("/sys/kernel/mm/transparent_hugepage");
+	while (dir && (d = readdir(dir))) {
+		ssize_t n;
+
+		if (strncmp(d->d_name, "hugepages-", 10) ||
+		    !strcmp(d->d_name, "hugepages-2048kB"))
+			continue;
+		snprintf(path, sizeof(path), "/sys/kernel/mm/transparent_hugepage/%s/enabled",
+			 d->d_name);
+		fd = open(path, O_RDONLY);
+		if (fd < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		buf[n > 0 ? n : 0] = 0;
+		any |= strstr(buf, "[always]") ||
+		       (strstr(buf, "[inherit]") && strstr(top, "[always]"));
+	}
+	if (dir)
+		closedir(dir);
+	return any;
+}
+
+/* Pages of [@p, @p + @len) that are resident. */
+static size_t resident_pages(void *p, size_t len)
+{
+	size_t pages = (len + test_page() - 1) / test_page(), n = 0;
+	unsigned char *vec = calloc(pages, 1);
+
+	ck_assert_ptr_nonnull(vec);
+	ck_assert_int_eq(mincore(p, len, vec), 0);
+	for (size_t i = 0; i < pages; i++)
+		n += vec[i] & 1;
+	free(vec);
+	return n;
+}
+
+/*
+ * The first flush of one hint on a fresh batch faults in three pages of its
+ * storage (the head, entries[0] and hints[0]; the vector of a few entries is
+ * on the stack): each fault costs ~10 us on a paravirtualised host
+ * (BENCHMARKS.md p6), and a batch that flushes few hints keeps few pages.
+ */
+START_TEST(fresh_batch_first_flush_pages)
+{
+	uint8_t *p = test_map_filled(1, 1);
+	struct madvx_batch *b;
+	size_t resident;
+
+	if (anon_faults_map_folios()) {
+		printf("SKIP part: multi-size THP maps folios on a fault here\n");
+		munmap(p, test_page());
+		return;
+	}
+	ck_assert_int_eq(madvx_batch_create(NULL, &b), 0);
+	ck_assert_int_ge(madvx_batch_add(b, p, test_page(), MADV_DONTNEED), 0);
+	ck_assert_int_eq(madvx_batch_flush(b), 0);
+	ck_assert(test_page_zero(p));
+	resident = resident_pages(b, madvx_batch_storage_size(0));
+	ck_assert_msg(resident <= 3, "%zu pages of the storage resident", resident);
+	madvx_batch_free(b);
+	munmap(p, test_page());
+}
+END_TEST
+
+/*
+ * On caller storage, creation clears the head of the batch only (two
+ * pages), not the arrays after it: fresh storage is not faulted in (22
+ * pages when the entry and iovec arrays were part of the head).
+ */
+START_TEST(caller_storage_create_clears_the_head_only)
+{
+	size_t size = madvx_batch_storage_size(0), resident;
+	void *st = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct madvx_batch_opts o = {
+		.size = sizeof(o), .storage = st, .storage_size = size,
+	};
+	struct madvx_batch *b;
+
+	ck_assert_ptr_ne(st, MAP_FAILED);
+	if (anon_faults_map_folios()) {
+		printf("SKIP part: multi-size THP maps folios on a fault here\n");
+		munmap(st, size);
+		return;
+	}
+	ck_assert_int_eq(madvx_batch_create(&o, &b), 0);
+	resident = resident_pages(st, size);
+	ck_assert_msg(resident <= 2, "%zu pages of the storage resident", resident);
+	madvx_batch_free(b);
+	munmap(st, size);
 }
 END_TEST
 
@@ -1250,6 +1361,8 @@ int main(void)
 	tcase_add_test(api, full_batch_enospc_or_autoflush);
 	tcase_add_test(api, autoflush_failures_are_reported);
 	tcase_add_test(api, caller_storage);
+	tcase_add_test(api, fresh_batch_first_flush_pages);
+	tcase_add_test(api, caller_storage_create_clears_the_head_only);
 	tcase_add_test(api, autoflush_results_reach_on_result);
 	tcase_add_test(api, capacity_is_checked_not_truncated);
 	tcase_add_test(api, fork_child_advises_itself);

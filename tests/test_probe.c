@@ -330,6 +330,59 @@ START_TEST(boot_cache_is_read_for_this_boot_only)
 }
 END_TEST
 
+/*
+ * The cache is read on the first need of what it answers, not by the core:
+ * a DONTNEED flush never opens it (the file appears only after one), the
+ * first COLD hint does where the answer matters (the file goes away after
+ * it, and its answer stays).
+ */
+static int cache_read_lazily_child(void)
+{
+	struct madvx_kernel_info ki = { .size = sizeof(ki) };
+	uint64_t bit = 1ULL << MADVX_FEAT_PER_VMA_COLD_PAGEOUT;
+	uint8_t *p = test_map_filled(2, 0x5a);
+	struct madvx_batch *b;
+	bool pervma;
+
+	/* write_cache()'s path for this process, empty for now. */
+	snprintf(cache_path, sizeof(cache_path), "/tmp/madvx-test-probe-cache.%d", (int)getpid());
+	unlink(cache_path);
+	setenv("MADVX_PROBE_CACHE", cache_path, 1);
+	unsetenv("MADVX_ASSUME");
+	unsetenv("MADVX_DISABLE");
+	if (madvx_batch_create(NULL, &b) || madvx_batch_add(b, p, test_page(), MADV_DONTNEED) < 0 ||
+	    madvx_batch_flush(b) || !test_page_zero(p))
+		return 10;
+	write_cache(NULL, "per_vma_cold_pageout 1\n", 0644);
+	if (madvx_batch_add(b, p + test_page(), test_page(), MADV_COLD) < 0 || madvx_batch_flush(b))
+		return 11;
+	unlink(cache_path);
+	pervma = madvx_feature_supported(MADVX_FEAT_PER_VMA_MADVISE) > 0;
+	/* Without per-VMA madvise the COLD hint had no need of it: read now, gone. */
+	if (madvx_kernel_info_get(&ki) || !!(ki.measured & bit) != pervma)
+		return 12;
+	if ((madvx_advice_lock(MADV_COLD) == MADVX_LOCK_PER_VMA) != pervma)
+		return 13;
+	madvx_batch_free(b);
+	munmap(p, 2 * test_page());
+	return 0;
+}
+
+START_TEST(boot_cache_is_read_on_first_need)
+{
+	int status;
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(cache_read_lazily_child());
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	snprintf(cache_path, sizeof(cache_path), "/tmp/madvx-test-probe-cache.%d", (int)pid);
+	unlink(cache_path);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status 0x%x", status);
+}
+END_TEST
+
 /* An old caller's smaller struct: fields past its size are left untouched. */
 START_TEST(kernel_info_respects_size)
 {
@@ -412,6 +465,7 @@ int main(void)
 	tcase_add_test(tc, lock_table_follows_version);
 	tcase_add_test(tc, plan_features_need_measurement_or_assumption);
 	tcase_add_test(tc, boot_cache_is_read_for_this_boot_only);
+	tcase_add_test(tc, boot_cache_is_read_on_first_need);
 	suite_add_tcase(s, tc);
 	return test_run_suite(s);
 }
