@@ -125,7 +125,7 @@ stage "gcc, debugoptimized (build/): every test" run_suite build
 # MADVX_BDWGC_CONFIGS the suite runs all five.
 MADVX_BDWGC_CONFIGS=${MADVX_BDWGC_CONFIGS-default,both-no-vector} \
 	stage "gcc (build/): the clients suite: bdwgc (its make check, stock and patched)" \
-	meson test -C build --setup clients --suite clients --print-errorlogs --num-processes 1 bdwgc
+	meson test -C build --setup clients --suite clients --print-errorlogs --num-processes 1 bdwgc-client
 # examples/mimalloc: Debian's mimalloc 2.0.9, its test-api, test-api-fill and
 # a sized test-stress, stock and patched: all three configurations cost ~3
 # minutes of CPU (mostly test-api's page faults, then the two builds) and

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The release-path system calls of bdwgc's gctest, stock vs patched
-# (libmadvx), from the two builds check.sh leaves in WORKDIR:
+# (libmadvx), from the two builds check.sh leaves in WORKDIR (Debian's
+# libgc, BUILDROOT/bdwgc, or with --upstream bdwgc master's CMake builds,
+# BUILDROOT/bdwgc-upstream: the layout tells which):
 #
 #   bench.sh WORKDIR [REPS]
 #
@@ -29,8 +31,13 @@ RELCOUNT=${MADVX_RELCOUNT:-$WORK/../bench/madvx-relcount}
 CLIENT=bdwgc
 # shellcheck source=examples/common/client.sh
 source "$(dirname "$0")/../common/client.sh"
-[[ -x $WORK/stock/.libs/gctest && -x $WORK/patched/.libs/gctest ]] ||
-	die "no builds in $WORK: run check.sh first"
+if [[ -x $WORK/stock/.libs/gctest && -x $WORK/patched/.libs/gctest ]]; then
+	LAYOUT=autotools
+elif [[ -x $WORK/stock/gctest && -x $WORK/patched/gctest ]]; then
+	LAYOUT=cmake
+else
+	die "no builds in $WORK: run check.sh (--upstream) first"
+fi
 
 CASES=(
 	"default|"
@@ -43,13 +50,28 @@ BUILDS=(
 	"patched|"
 	"patched vouch=1|GC_MADVX_VOUCH=1"
 )
+# MADVX_BDWGC_BUILDS (comma list of the names above) measures a subset; the
+# first one kept (in the order above) is the reference of the ratios.
+if [[ -n ${MADVX_BDWGC_BUILDS:-} ]]; then
+	all=("${BUILDS[@]}")
+	BUILDS=()
+	for b in "${all[@]}"; do
+		! client_selected "$MADVX_BDWGC_BUILDS" "${b%%|*}" || BUILDS+=("$b")
+	done
+	((${#BUILDS[@]} > 0)) || die "MADVX_BDWGC_BUILDS=$MADVX_BDWGC_BUILDS names no build"
+fi
 
 # The binary itself, not libtool's wrapper script (whose shell would add
-# calls of its own; env makes none).
+# calls of its own; env makes none).  CMake's gctest finds its libgc.so by
+# its build rpath.
 client_bench_cmd()
 {
 	local tree=$WORK/${2%% *}
-	CMD=(env LD_LIBRARY_PATH="$tree/.libs" "$tree/.libs/gctest")
+	if [[ $LAYOUT == cmake ]]; then
+		CMD=("$tree/gctest")
+	else
+		CMD=(env LD_LIBRARY_PATH="$tree/.libs" "$tree/.libs/gctest")
+	fi
 }
 
 client_bench "$WORK/bench.csv" "$REPS"

@@ -1,31 +1,55 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# bdwgc (Debian's libgc 1:8.2.2-3) releasing through libmadvx, checked with
-# bdwgc's own test suite.
+# bdwgc releasing through libmadvx, checked with bdwgc's own test suite:
+# Debian's libgc 1:8.2.2-3 source package, or upstream master at a pinned
+# commit.
 #
-#   check.sh SRCROOT BUILDROOT [WORKDIR]
+#   check.sh [--upstream] SRCROOT BUILDROOT [WORKDIR]
 #
-# Gets the source package through a private apt configuration
-# (examples/common/debsrc.sh, shared with examples/mimalloc), builds it
-# twice - stock, and with libgc-8.2.2-madvx.patch (the madvise(MADV_DONTNEED)
-# of block_unmap_inner() batched under the allocator lock, flushed at the end
-# of GC_unmap_old() and GC_merge_unmapped()) linked against the libmadvx of
-# BUILDROOT - and runs `make check` of both in every configuration of
-# CONFIGS below.  Exit 0 when
+# Debian (default): gets the source package through a private apt
+# configuration (examples/common/debsrc.sh, shared with examples/mimalloc),
+# builds it twice with autotools - stock, and with libgc-8.2.2-madvx.patch
+# (the madvise(MADV_DONTNEED) of block_unmap_inner() batched under the
+# allocator lock, flushed at the end of GC_unmap_old() and
+# GC_merge_unmapped()) linked against the libmadvx of BUILDROOT - and runs
+# `make check` of both.
+# --upstream: exports commit $COMMIT (below) of the checkout (path, git
+# directory or git URL) MADVX_BDWGC_UPSTREAM names
+# (examples/common/upstream.sh), applies bdwgc-master-madvx.patch (the same
+# batching, ported), checks that without -DGC_USE_MADVX every patched file
+# preprocesses to the unpatched tokens, builds the unpatched and the
+# patched tree with CMake (-Denable_munmap=ON -Denable_threads=ON
+# -Dbuild_tests=ON) and runs bdwgc's ctest of both.
+# Either way every configuration of CONFIGS below runs, and the patched
+# library must import madvx_ symbols, the stock one none.  Exit 0 when
 # every run passes, 1 on any failure, 77 (with the reason) when the source
-# cannot be had.  The work tree (default BUILDROOT/bdwgc) keeps both builds
-# for bench.sh.
+# cannot be had.  The work tree (default BUILDROOT/bdwgc or
+# BUILDROOT/bdwgc-upstream) keeps both builds for bench.sh.
 set -euo pipefail
 
+FLAVOUR=debian
+if [[ ${1:-} == --upstream ]]; then
+	FLAVOUR=upstream
+	shift
+fi
 SRCROOT=$(cd "$1" && pwd)
 BUILDROOT=$(cd "$2" && pwd)
-WORK=${3:-$BUILDROOT/bdwgc}
 HERE=$SRCROOT/examples/bdwgc
 CACHE=${MADVX_CLIENTS_CACHE:-/var/cache/madvx-clients}/libgc
 JOBS=${MADVX_CLIENTS_JOBS:-2}
-CLIENT=bdwgc
+if [[ $FLAVOUR == upstream ]]; then
+	# bdwgc has no release of master: a commit, pinned (8.3.0 in development).
+	COMMIT=9d83c00b5c146863397c31dbac0892c762e7530f
+	PATCH=$HERE/bdwgc-master-madvx.patch
+	WORK=${3:-$BUILDROOT/bdwgc-upstream}
+	CLIENT=bdwgc-upstream
+else
+	PATCH=$HERE/libgc-8.2.2-madvx.patch
+	WORK=${3:-$BUILDROOT/bdwgc}
+	CLIENT=bdwgc
+fi
 
-# name|environment of one make check run
+# name|environment of one make check (ctest) run
 CONFIGS=(
 	"default|"
 	"threshold1|GC_UNMAP_THRESHOLD=1"
@@ -36,12 +60,21 @@ CONFIGS=(
 
 # shellcheck source=examples/common/client.sh
 source "$SRCROOT/examples/common/client.sh"	# log, die, skip, client_*
-client_need_tools "Debian tools needed to get and build libgc" \
-	apt-get apt-cache dpkg-source make cc patch sha256sum
+if [[ $FLAVOUR == upstream ]]; then
+	[[ -n ${MADVX_BDWGC_UPSTREAM:-} ]] ||
+		skip "MADVX_BDWGC_UPSTREAM is not set (a bdwgc checkout, git directory or git URL with commit $COMMIT; never cloned by default)"
+	client_need_tools "needed to get and build bdwgc master" \
+		git tar cmake ctest make cc patch nm
+else
+	client_need_tools "Debian tools needed to get and build libgc" \
+		apt-get apt-cache dpkg-source make cc patch sha256sum nm
+fi
 client_need_shared "$BUILDROOT"
 
 # shellcheck source=examples/common/debsrc.sh
 source "$SRCROOT/examples/common/debsrc.sh"
+# shellcheck source=examples/common/upstream.sh
+source "$SRCROOT/examples/common/upstream.sh"
 
 # configure + make (library and test programs) in $1, a fresh source tree.
 build_stock()
@@ -64,8 +97,8 @@ build_patched()
 	log "patch + make in $dir"
 	rm -rf "$dir"
 	cp -a "$WORK/stock" "$dir"
-	(cd "$dir" && patch -p1 --quiet <"$HERE/libgc-8.2.2-madvx.patch") ||
-		die "libgc-8.2.2-madvx.patch does not apply"
+	(cd "$dir" && patch -p1 --quiet <"$PATCH") ||
+		die "${PATCH##*/} does not apply"
 	cppflags=$(sed -n 's/^CPPFLAGS = //p' "$dir/Makefile")
 	ldflags=$(sed -n 's/^LDFLAGS = //p' "$dir/Makefile")
 	libs=$(sed -n 's/^LIBS = //p' "$dir/Makefile")
@@ -98,28 +131,163 @@ run_check()
 	echo "PASS ${pass:-0} FAIL $fail"
 }
 
-debsrc_fetch libgc 1:8.2.2-3 bookworm
-mkdir -p "$WORK"
-# Each tree is rebuilt from the verified source when what it is built from
-# changed (a stamp per tree, written only after a complete build).
-if [[ ! -f $WORK/stock.built || $WORK/stock.built -ot $DSC ]]; then
-	rm -f "$WORK/stock.built"
-	debsrc_extract "$WORK/stock"
-	build_stock "$WORK/stock"
-	touch "$WORK/stock.built"
-fi
-if [[ ! -f $WORK/patched.built || $WORK/patched.built -ot $WORK/stock.built ||
-      $WORK/patched.built -ot $HERE/libgc-8.2.2-madvx.patch ||
-      $WORK/patched.built -ot $BUILDROOT/src/libmadvx.so ]]; then
-	rm -f "$WORK/patched.built"
-	build_patched "$WORK/patched"
-	touch "$WORK/patched.built"
-fi
+# ---- upstream master: CMake and ctest ----
+
+# The unpatched source in $WORK/fresh, as it is now.  A plain source tree
+# is taken as it is (upstream.sh): the version and the patch's context
+# are what check it.
+upstream_get_source()
+{
+	upstream_extract "$MADVX_BDWGC_UPSTREAM" "$COMMIT" "$WORK/fresh"
+	grep -q '^# *define GC_TMP_VERSION_MINOR 3 *$' "$WORK/fresh/include/gc/gc_version.h" ||
+		die "$UPSTREAM_DESC is not bdwgc 8.3 (include/gc/gc_version.h)"
+	log "source: $UPSTREAM_DESC"
+}
+
+# The unpatched source in $WORK/pristine, the patched one in $WORK/src.
+upstream_prepare_source()
+{
+	rm -rf "$WORK/pristine" "$WORK/src"
+	mv "$WORK/fresh" "$WORK/pristine"
+	cp -a "$WORK/pristine" "$WORK/src"
+	(cd "$WORK/src" && patch -p1 --quiet <"$PATCH") ||
+		die "${PATCH##*/} does not apply"
+}
+
+# bdwgc's options: unmapping, threads and the tests on (16 of them; C++'s
+# cpptest and treetest need -Denable_cplusplus=ON), its default build
+# type, no documentation.  A build is redone when they change (its stamp
+# holds them).
+CMAKE_OPTS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -Denable_munmap=ON
+	-Denable_threads=ON -Dbuild_tests=ON -Denable_docs=OFF)
+
+# cmake + make of source tree $2 into $1 with CMAKE_OPTS, extra C flags $3
+# and linker flags $4.
+upstream_build()
+{
+	local dir=$1 src=$2 cflags=$3 ldflags=$4
+	log "cmake + make in $dir"
+	rm -rf "$dir"
+	if ! cmake -S "$src" -B "$dir" "${CMAKE_OPTS[@]}" \
+		-DCMAKE_C_FLAGS="$cflags" \
+		-DCMAKE_SHARED_LINKER_FLAGS="$ldflags" -DCMAKE_EXE_LINKER_FLAGS="$ldflags" \
+		${ldflags:+-DCMAKE_C_STANDARD_LIBRARIES=-lmadvx} >"$dir.cmake.out" 2>&1 ||
+	   ! make -C "$dir" -j"$JOBS" >"$dir.make.out" 2>&1; then
+		tail -n 40 "$dir.cmake.out" "$dir.make.out" >&2 || true
+		die "building $dir failed"
+	fi
+}
+
+# Without GC_USE_MADVX the patched files are the stock ones: every .c file
+# the patch touches preprocesses, with the stock build's own flags
+# (CMake's flags.make of libgc), to the same tokens as the unpatched file.
+# Run in each tree with relative paths, so that __FILE__ is the same.
+upstream_check_guard()
+{
+	local flags defs incs cfl f a b files
+	flags=$WORK/stock/CMakeFiles/gc.dir/flags.make
+	[[ -f $flags ]] || die "no $flags: cannot check the patch's guard"
+	defs=$(sed -n 's/^C_DEFINES = //p' "$flags")
+	incs=$(sed -n 's/^C_INCLUDES = //p' "$flags" | sed "s|$WORK/pristine/||g; s|$WORK/pristine|.|g")
+	cfl=$(sed -n 's/^C_FLAGS = //p' "$flags")
+	[[ $defs == *-DUSE_MUNMAP* ]] || die "the stock build does not define USE_MUNMAP ($flags)"
+	mapfile -t files < <(sed -n 's|^+++ b/||p' "$PATCH")
+	((${#files[@]} > 0)) || die "no file names in ${PATCH##*/}"
+	for f in "${files[@]}"; do
+		[[ $f == *.c ]] || continue	# headers: through the .c files
+		# shellcheck disable=SC2086 # compiler flags: words
+		a=$(cd "$WORK/pristine" && cc -E -P $defs $incs $cfl "$f" | tr -d ' \t\n') ||
+			die "cannot preprocess $WORK/pristine/$f"
+		# shellcheck disable=SC2086 # as above
+		b=$(cd "$WORK/src" && cc -E -P $defs $incs $cfl "$f" | tr -d ' \t\n') ||
+			die "cannot preprocess $WORK/src/$f"
+		[[ -n $a && $a == "$b" ]] ||
+			die "$f without -DGC_USE_MADVX differs from the unpatched source"
+		# shellcheck disable=SC2086 # as above
+		b=$(cd "$WORK/src" && cc -E -P -DGC_USE_MADVX -I"$SRCROOT/include" \
+			-I"$BUILDROOT/include" $defs $incs $cfl "$f" | tr -d ' \t\n') ||
+			die "cannot preprocess $WORK/src/$f with -DGC_USE_MADVX"
+		[[ $a != "$b" ]] || die "$f with -DGC_USE_MADVX is the unpatched source"
+	done
+}
+
+# ctest of build $1 with the environment $2, its output in $3; prints
+# "PASS n FAIL m" and the failed tests' names.
+upstream_run_check()
+{
+	local dir=$1 envs=$2 out=$3 line total failed names
+	# shellcheck disable=SC2086 # $envs is a list of NAME=value words
+	env $envs ctest --test-dir "$dir" -j"$JOBS" --timeout 900 \
+		--output-on-failure >"$out" 2>&1 || true
+	line=$(grep -E '^[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$out" || true)
+	total=$(sed -n 's/.* out of \([0-9]*\).*/\1/p' <<<"$line")
+	failed=$(sed -n 's/.*passed, \([0-9]*\) tests\{0,1\} failed.*/\1/p' <<<"$line")
+	if [[ -z $total || -z $failed ]]; then
+		echo "PASS 0 FAIL 0 (no ctest summary)"
+		return
+	fi
+	names=$(sed -n '/tests FAILED:/,$ s/^[[:space:]]*[0-9]* - \([^ ]*\).*/\1/p' "$out" | tr '\n' ' ')
+	echo "PASS $((total - failed)) FAIL $failed${names:+ (${names% })}"
+}
+
 # The patched library must really use libmadvx (a build that lost the
-# define would pass every check without it).
-nm -D "$WORK/patched/.libs/libgc.so" >"$WORK/patched/nm.out" 2>&1 || true
-grep -q ' U madvx_batch_add_flags' "$WORK/patched/nm.out" ||
-	die "the patched libgc.so does not call madvx_batch_add_flags"
+# define would pass every check without it), the stock one must not.
+check_symbols()
+{
+	local s p
+	s=$(nm -D "$1")
+	p=$(nm -D "$2")
+	[[ $p == *" U madvx_batch_add_flags"* && $p == *" U madvx_batch_flush"* ]] ||
+		die "the patched $2 does not call madvx_batch_add_flags/flush"
+	[[ $s != *madvx_* ]] || die "the stock $1 references libmadvx"
+}
+
+mkdir -p "$WORK"
+if [[ $FLAVOUR == upstream ]]; then
+	upstream_get_source
+	# Each build is redone when what it is built from changed (a stamp
+	# per build, written only after a complete build).
+	if [[ ! -f $WORK/src.ready || $WORK/src.ready -ot $PATCH ]] ||
+	   ! diff -rq "$WORK/fresh" "$WORK/pristine" >/dev/null 2>&1; then
+		rm -f "$WORK/src.ready" "$WORK/stock.built" "$WORK/patched.built"
+		upstream_prepare_source
+		touch "$WORK/src.ready"
+	fi
+	rm -rf "$WORK/fresh"
+	if [[ ! -f $WORK/stock.built || $(<"$WORK/stock.built") != "${CMAKE_OPTS[*]}" ]]; then
+		rm -f "$WORK/stock.built"
+		upstream_build "$WORK/stock" "$WORK/pristine" "" ""
+		echo "${CMAKE_OPTS[*]}" >"$WORK/stock.built"
+	fi
+	upstream_check_guard
+	if [[ ! -f $WORK/patched.built || $(<"$WORK/patched.built") != "${CMAKE_OPTS[*]}" ||
+	      $WORK/patched.built -ot $BUILDROOT/src/libmadvx.so ]]; then
+		rm -f "$WORK/patched.built"
+		upstream_build "$WORK/patched" "$WORK/src" \
+			"-DGC_USE_MADVX -I$SRCROOT/include -I$BUILDROOT/include" \
+			"-L$BUILDROOT/src -Wl,-rpath,$BUILDROOT/src"
+		echo "${CMAKE_OPTS[*]}" >"$WORK/patched.built"
+	fi
+	check_symbols "$WORK/stock/libgc.so" "$WORK/patched/libgc.so"
+else
+	debsrc_fetch libgc 1:8.2.2-3 bookworm
+	# Each tree is rebuilt from the verified source when what it is built
+	# from changed (a stamp per tree, written only after a complete build).
+	if [[ ! -f $WORK/stock.built || $WORK/stock.built -ot $DSC ]]; then
+		rm -f "$WORK/stock.built"
+		debsrc_extract "$WORK/stock"
+		build_stock "$WORK/stock"
+		touch "$WORK/stock.built"
+	fi
+	if [[ ! -f $WORK/patched.built || $WORK/patched.built -ot $WORK/stock.built ||
+	      $WORK/patched.built -ot $PATCH ||
+	      $WORK/patched.built -ot $BUILDROOT/src/libmadvx.so ]]; then
+		rm -f "$WORK/patched.built"
+		build_patched "$WORK/patched"
+		touch "$WORK/patched.built"
+	fi
+	check_symbols "$WORK/stock/.libs/libgc.so" "$WORK/patched/.libs/libgc.so"
+fi
 
 # MADVX_BDWGC_CONFIGS (comma list of names above) runs a subset: CI runs
 # two of the five to stay in its time budget (tools/test.sh).
@@ -131,12 +299,18 @@ for c in "${CONFIGS[@]}"; do
 	client_selected "${MADVX_BDWGC_CONFIGS:-}" "$name" || continue
 	ran=$((ran + 1))
 	for v in stock patched; do
-		res=$(run_check "$WORK/$v" "$envs")
+		if [[ $FLAVOUR == upstream ]]; then
+			out=$WORK/$v-$name.ctest.out
+			res=$(upstream_run_check "$WORK/$v" "$envs" "$out")
+		else
+			out=$WORK/$v-$name.test-suite.log
+			res=$(run_check "$WORK/$v" "$envs")
+			cp "$WORK/$v/test-suite.log" "$out" 2>/dev/null || true
+		fi
 		printf '%-15s %-8s %s\n' "$name" "$v" "$res"
-		cp "$WORK/$v/test-suite.log" "$WORK/$v-$name.test-suite.log" 2>/dev/null || true
-		if [[ $res != *"FAIL 0" || $res == "PASS 0 "* ]]; then
+		if [[ $res != *"FAIL 0"* || $res == "PASS 0 "* ]]; then
 			fail=1
-			tail -n 40 "$WORK/$v/test-suite.log" 2>/dev/null || true
+			tail -n 40 "$out" 2>/dev/null || true
 		fi
 	done
 done

@@ -92,8 +92,11 @@ client_ratio()
 # Each cell runs twice per repetition: once measured by madvx-relcount -t
 # (root: the release calls, PROCMAP_QUERY look-ups and the mmap_lock
 # acquisitions inside the release calls, from tracepoints; without root,
-# strace counts the calls and the lock columns are "-") and once untraced
-# for wall time, max RSS and the score.  Any failed run ends the benchmark.
+# or as root with MADVX_BENCH_STRACE=1, strace counts the calls and the
+# lock columns are "-") and once untraced
+# for wall time, max RSS and the score (MADVX_BENCH_NO_TIME=1 leaves the
+# untraced run out: those columns are "-"; for a loaded machine, where
+# only the counts mean something).  Any failed run ends the benchmark.
 
 CLIENT_BENCH_HEADER=case,build,rep,madvise,process_madvise,procmap_query,total,rel_lock_read,rel_lock_write,pm_lock_read,pm_lock_write,wall_ms,maxrss_kb,score
 
@@ -103,6 +106,12 @@ client_kv()
 	grep -o "\b$2=[^ ]*" "$1" | head -n1 | cut -d= -f2
 }
 
+# Counted from tracepoints (root, unless MADVX_BENCH_STRACE=1) or strace?
+client_bench_traced()
+{
+	((EUID == 0)) && [[ ${MADVX_BENCH_STRACE:-0} != 1 ]]
+}
+
 # "madvise,process_madvise,procmap_query,total,rel_lock_read,rel_lock_write,
 # pm_lock_read,pm_lock_write" of one run (the last two: inside
 # process_madvise(), i.e. libmadvx's calls alone).
@@ -110,7 +119,7 @@ client_bench_count()
 {
 	local envs=$1 out m p q rr=- rw=- pr=- pw=- st=0
 	out=$(mktemp)
-	if ((EUID == 0)); then
+	if client_bench_traced; then
 		# shellcheck disable=SC2086 # $envs is a list of NAME=value words
 		"$RELCOUNT" -t -o "$out" env $envs "${CMD[@]}" >/dev/null 2>&1 || st=$?
 		[[ $(client_kv "$out" lost) != 1 ]] ||
@@ -150,7 +159,8 @@ client_bench()
 {
 	local csv=$1 reps=$2 c b r cname cenv bname benv counts times
 	[[ -x ${RELCOUNT:-} ]] || die "no madvx-relcount at '${RELCOUNT:-}' (build bench/ of libmadvx, or set MADVX_RELCOUNT)"
-	((EUID == 0)) || client_need_tools "the counts need it without root" strace
+	client_bench_traced ||
+		client_need_tools "the counts need it without root or with MADVX_BENCH_STRACE=1" strace
 	echo "$CLIENT_BENCH_HEADER" >"$csv"
 	for c in "${CASES[@]}"; do
 		IFS='|' read -r cname cenv <<<"$c"
@@ -160,7 +170,9 @@ client_bench()
 				IFS='|' read -r bname benv <<<"$b"
 				client_bench_cmd "$cname" "$bname"
 				counts=$(client_bench_count "$cenv $benv") || exit 1
-				times=$(client_bench_time "$cenv $benv") || exit 1
+				times=-,-,-
+				[[ ${MADVX_BENCH_NO_TIME:-0} == 1 ]] ||
+					times=$(client_bench_time "$cenv $benv") || exit 1
 				echo "$cname,$bname,$r,$counts,$times" >>"$csv"
 				log "$cname, $bname, run $r: $counts,$times"
 			done
