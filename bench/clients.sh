@@ -15,7 +15,9 @@
 # libmadvx batch per purge pass), and upstream mimalloc v2.4.1 when
 # MADVX_MIMALLOC_UPSTREAM names a checkout of it (examples/mimalloc/check.sh
 # --upstream; allocator "mimalloc-upstream"). bdwgc: gctest (threads,
-# incremental mode), Debian's libgc 8.2.2 stock and patched (examples/bdwgc).
+# incremental mode), Debian's libgc 8.2.2 stock and patched (examples/bdwgc),
+# and bdwgc master when MADVX_BDWGC_UPSTREAM names a checkout of it
+# (examples/bdwgc/check.sh --upstream; allocator "bdwgc-upstream").
 #
 # Every cell: a run traced by bench/madvx-relcount (as root: madvise,
 # process_madvise and PROCMAP_QUERY calls of the whole process tree, and
@@ -28,8 +30,9 @@
 # Environment: MADVX_CLIENTS_BUILD (libmadvx's build directory, default
 # build-clients; the clients' builds go into it, as `meson test --suite
 # clients` leaves them), MADVX_CLIENTS_ALLOCATORS (comma list of jemalloc,
-# mimalloc, mimalloc-upstream, bdwgc; default all, mimalloc-upstream when
-# MADVX_MIMALLOC_UPSTREAM is set), MADVX_CLIENTS_WORKLOADS (comma list of the
+# mimalloc, mimalloc-upstream, bdwgc, bdwgc-upstream; default all, the
+# upstream ones when MADVX_MIMALLOC_UPSTREAM / MADVX_BDWGC_UPSTREAM are
+# set), MADVX_CLIENTS_WORKLOADS (comma list of the
 # workloads above; default all).  Needs the network (apt source packages,
 # and MIMALLOC_BENCH when it is a URL), about 15 minutes of builds the first
 # time and 30-40 minutes of runs at REPS 3 on 2 cores.
@@ -40,7 +43,7 @@ SRCROOT=$(cd "$(dirname "$0")/.." && pwd)
 MB_SRC=$1
 REPS=${2:-3}
 BUILD=${MADVX_CLIENTS_BUILD:-$SRCROOT/build-clients}
-ALLOCATORS=${MADVX_CLIENTS_ALLOCATORS:-jemalloc,mimalloc,bdwgc${MADVX_MIMALLOC_UPSTREAM:+,mimalloc-upstream}}
+ALLOCATORS=${MADVX_CLIENTS_ALLOCATORS:-jemalloc,mimalloc,bdwgc${MADVX_MIMALLOC_UPSTREAM:+,mimalloc-upstream}${MADVX_BDWGC_UPSTREAM:+,bdwgc-upstream}}
 WORKLOADS=${MADVX_CLIENTS_WORKLOADS:-larson,mstress,rptest,xmalloc-test,cache-scratch,alloc-test,glibc-simple,malloc-large}
 PROCS=$(nproc)
 CLIENT=clients
@@ -78,6 +81,14 @@ build_all()
 		MADVX_BDWGC_CONFIGS=default \
 			"$SRCROOT/examples/bdwgc/check.sh" "$SRCROOT" "$BUILD" >"$BUILD/clients-bdwgc.log" 2>&1 ||
 			die "bdwgc's builds failed: $BUILD/clients-bdwgc.log"
+	fi
+	if client_selected "$ALLOCATORS" bdwgc-upstream; then
+		[[ -n ${MADVX_BDWGC_UPSTREAM:-} ]] ||
+			die "bdwgc-upstream needs MADVX_BDWGC_UPSTREAM (a bdwgc checkout with its pinned commit)"
+		MADVX_BDWGC_CONFIGS=default \
+			"$SRCROOT/examples/bdwgc/check.sh" --upstream "$SRCROOT" "$BUILD" \
+			>"$BUILD/clients-bdwgc-upstream.log" 2>&1 ||
+			die "bdwgc master's builds failed: $BUILD/clients-bdwgc-upstream.log"
 	fi
 }
 
@@ -145,6 +156,10 @@ client_bench_cmd()
 		CMD=(env LD_LIBRARY_PATH="$tree/.libs" "$tree/.libs/gctest")
 		return
 	fi
+	if [[ $alloc == bdwgc-upstream ]]; then
+		CMD=("$BUILD/bdwgc-upstream/$2/gctest")	# CMake's: its rpath finds libgc
+		return
+	fi
 	# shellcheck disable=SC2207 # the arguments are words
 	CMD=(env LD_PRELOAD="$(library_of "$alloc" "$2")" "$BUILD/mb/$work" $(workload_args "$work"))
 }
@@ -170,7 +185,11 @@ for a in jemalloc mimalloc mimalloc-upstream; do
 		client_selected "$WORKLOADS" "$w" && CASES+=("$a $w|")
 	done
 done
-client_selected "$ALLOCATORS" bdwgc && CASES+=("bdwgc gctest|" "bdwgc gctest threshold 1|GC_UNMAP_THRESHOLD=1")
+for a in bdwgc bdwgc-upstream; do
+	if client_selected "$ALLOCATORS" "$a"; then
+		CASES+=("$a gctest|" "$a gctest threshold 1|GC_UNMAP_THRESHOLD=1")
+	fi
+done
 BUILDS=("stock|" "patched|")
 ((${#CASES[@]})) || die "no case selected (MADVX_CLIENTS_ALLOCATORS, MADVX_CLIENTS_WORKLOADS)"
 

@@ -6,7 +6,9 @@
 # maxrss_kb >= 4 MiB, and as root (tracefs), between a run of N and one
 # of 3N: 4N more madvise calls, 2N more read acquisitions of mmap_lock
 # inside the release calls (the crossing ones; 4N before 6.17, where every
-# call takes it), no process_madvise or PROCMAP_QUERY in either.
+# call takes it), no process_madvise or PROCMAP_QUERY in either, and the
+# same stack_madvise in both, at least one: glibc's madvise() of the
+# exited thread's stack, told apart, while the target's 4N are not.
 #   relcount-check.sh RELCOUNT TARGET
 set -uo pipefail
 relcount=$1
@@ -48,13 +50,13 @@ traced()	# N: the counts of one run as "madvise rel_lock_read pmadv procmap"
 	[ $rc -eq 3 ] || { echo "FAIL: -t $1: exit status $rc, want 3" >&2; return 1; }
 	[ "$(kv lost)" = 0 ] || { echo "FAIL: the trace lost events" >&2; return 1; }
 	cat "$out" >&2
-	echo "$(kv madvise) $(kv rel_lock_read) $(kv process_madvise) $(kv procmap_query)"
+	echo "$(kv madvise) $(kv rel_lock_read) $(kv process_madvise) $(kv procmap_query) $(kv stack_madvise)"
 }
 if ! a=$(traced $n) || ! b=$(traced $((3 * n))); then
 	exit 1
 fi
-read -r ma ra pa qa <<<"$a"
-read -r mb rb pb qb <<<"$b"
+read -r ma ra pa qa sa <<<"$a"
+read -r mb rb pb qb sb <<<"$b"
 dm=$((mb - ma))
 dr=$((rb - ra))
 [ $dm -eq $((4 * n)) ] || { echo "FAIL: madvise $ma then $mb: +$dm, want +$((4 * n))"; fail=1; }
@@ -63,5 +65,9 @@ dr=$((rb - ra))
 	{ echo "FAIL: rel_lock_read $ra then $rb: +$dr, want +$((2 * n)) (or +$((4 * n)) before 6.17)"; fail=1; }
 [ "$pa$pb$qa$qb" = 0000 ] ||
 	{ echo "FAIL: process_madvise $pa/$pb, procmap_query $qa/$qb: want 0"; fail=1; }
+if [ "$sa" != "$sb" ] || [ "$sa" -lt 1 ]; then
+	echo "FAIL: stack_madvise $sa then $sb: want the same, >= 1 (the thread's stack)"
+	fail=1
+fi
 [ $fail -eq 0 ] && echo "madvx-relcount: status, maxrss, calls and release-call locks as made"
 exit $fail

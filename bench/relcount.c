@@ -13,6 +13,10 @@
  * process tree is traced from its first instruction (tools/locktrace.c,
  * locktrace_run()) and the line also has:
  *   madvise, process_madvise   calls of each
+ *   stack_madvise              of the madvise calls, those whose start lies
+ *                              in a MAP_STACK mapping: glibc's release of an
+ *                              exited thread's stack (nptl advise_stack_range),
+ *                              not an allocator's (in stock and routed runs)
  *   procmap_query              PROCMAP_QUERY ioctls (libmadvx's VMA look-ups)
  *   rel_lock_read, rel_lock_write
  *                              mmap_lock acquisitions made inside madvise()
@@ -42,13 +46,26 @@
 #define TIDS (1u << 16)		/* thread slots, open addressing */
 #define IN_MADVISE 1
 #define IN_PMADV 2
+#define STACKS 4096		/* MAP_STACK mappings alive at once */
+
+/*
+ * The MAP_STACK mappings of the traced tree. Processes are not told apart:
+ * a stack of one process and a heap of another at the same address would
+ * be confused, which the workloads (one process) never meet.
+ */
+struct stack_map {
+	uint64_t start, end;
+};
 
 struct counts {
-	uint64_t madvise, process_madvise, procmap_query;
+	uint64_t madvise, stack_madvise, process_madvise, procmap_query;
 	uint64_t rel_lock[2], pm_lock[2], lock[2];	/* [0] read, [1] write */
 	int32_t tid[TIDS];
 	uint8_t in_release[TIDS];	/* IN_MADVISE, IN_PMADV or 0 */
-	bool tids_full;
+	uint64_t stack_len[TIDS];	/* a MAP_STACK mmap() in flight: its length */
+	struct stack_map stack[STACKS];
+	uint32_t nstack;
+	bool tids_full, stacks_full;
 };
 
 static const char *const trace_events[] = {
@@ -58,28 +75,64 @@ static const char *const trace_events[] = {
 	"syscalls/sys_exit_process_madvise",
 	/* PROCMAP_QUERY = _IOWR('f', 17, struct procmap_query): 0xc0686611 */
 	"syscalls/sys_enter_ioctl:cmd == 0xc0686611",
+	/* glibc maps thread stacks with MAP_STACK (0x20000 on x86-64 and arm64) */
+	"syscalls/sys_enter_mmap:flags & 0x20000",
+	"syscalls/sys_exit_mmap",
+	"syscalls/sys_enter_munmap",
 	NULL,
 };
 
-/* The release-call state of thread @tid (a shared dummy once the table is full). */
-static uint8_t *release_state(struct counts *c, long tid)
+/* The slot of thread @tid, or -1 once the table is full. */
+static int tid_slot(struct counts *c, long tid)
 {
-	static uint8_t overflow;
 	uint32_t h = (uint32_t)tid * 2654435761u;
 
 	for (uint32_t i = 0; i < TIDS; i++) {
 		uint32_t s = (h + i) & (TIDS - 1);
 
 		if (c->tid[s] == tid)
-			return &c->in_release[s];
+			return (int)s;
 		if (c->tid[s] == 0) {
 			c->tid[s] = (int32_t)tid;
-			return &c->in_release[s];
+			return (int)s;
 		}
 	}
 	c->tids_full = true;
-	overflow = 0;
-	return &overflow;
+	return -1;
+}
+
+/* The value of "NAME: 0x..." in a syscall event's text, or 0. */
+static uint64_t field(const char *ev, const char *name)
+{
+	const char *f = strstr(ev, name);
+
+	return f ? strtoull(f + strlen(name), NULL, 16) : 0;
+}
+
+static int stack_of(const struct counts *c, uint64_t addr)
+{
+	for (uint32_t i = 0; i < c->nstack; i++)
+		if (addr >= c->stack[i].start && addr < c->stack[i].end)
+			return (int)i;
+	return -1;
+}
+
+static void stack_mapped(struct counts *c, uint64_t start, uint64_t len)
+{
+	if (c->nstack == STACKS) {
+		c->stacks_full = true;
+		return;
+	}
+	c->stack[c->nstack++] = (struct stack_map){ start, start + len };
+}
+
+/* munmap() of a stack's start forgets it (glibc unmaps cached stacks whole). */
+static void stack_unmapped(struct counts *c, uint64_t start)
+{
+	int i = stack_of(c, start);
+
+	if (i >= 0)
+		c->stack[i] = c->stack[--c->nstack];
 }
 
 static bool starts(const char *s, const char *prefix)
@@ -96,12 +149,28 @@ static void count_line(void *arg, const char *text)
 	struct counts *c = arg;
 	const char *ev;
 	long tid = locktrace_line_tid(text, &ev);
+	static uint8_t in_overflow;
+	static uint64_t len_overflow;
+	uint64_t *stack_len;
 	uint8_t *in;
+	int slot;
 
 	if (tid <= 0 || !ev)
 		return;
-	in = release_state(c, tid);
-	if (starts(ev, "mmap_lock_acquire_returned:")) {
+	slot = tid_slot(c, tid);
+	in = slot >= 0 ? &c->in_release[slot] : &in_overflow;
+	stack_len = slot >= 0 ? &c->stack_len[slot] : &len_overflow;
+	if (starts(ev, "sys_mmap(")) {
+		*stack_len = field(ev, "len: ");	/* only MAP_STACK ones are traced */
+	} else if (starts(ev, "sys_mmap ->")) {
+		uint64_t ret = strtoull(ev + strlen("sys_mmap ->"), NULL, 16);
+
+		if (*stack_len && ret < (uint64_t)-4095)
+			stack_mapped(c, ret, *stack_len);
+		*stack_len = 0;
+	} else if (starts(ev, "sys_munmap(")) {
+		stack_unmapped(c, field(ev, "addr: "));
+	} else if (starts(ev, "mmap_lock_acquire_returned:")) {
 		bool w = strstr(ev, "write=true");
 
 		if (strstr(ev, "success=false"))
@@ -113,6 +182,8 @@ static void count_line(void *arg, const char *text)
 			c->pm_lock[w]++;
 	} else if (starts(ev, "sys_madvise(")) {
 		c->madvise++;
+		if (stack_of(c, field(ev, "start: ")) >= 0)
+			c->stack_madvise++;
 		*in = IN_MADVISE;
 	} else if (starts(ev, "sys_process_madvise(")) {
 		c->process_madvise++;
@@ -228,15 +299,16 @@ int main(int argc, char **argv)
 	fprintf(out, "status=%d wall_ms=%llu maxrss_kb=%ld", exit_code(status),
 		(unsigned long long)((t1 - t0) / 1000000), ru.ru_maxrss);
 	if (trace)
-		fprintf(out, " madvise=%llu process_madvise=%llu procmap_query=%llu"
+		fprintf(out, " madvise=%llu stack_madvise=%llu process_madvise=%llu procmap_query=%llu"
 			" rel_lock_read=%llu rel_lock_write=%llu pm_lock_read=%llu pm_lock_write=%llu"
 			" lock_read=%llu lock_write=%llu lost=%d",
-			(unsigned long long)c->madvise, (unsigned long long)c->process_madvise,
+			(unsigned long long)c->madvise, (unsigned long long)c->stack_madvise,
+			(unsigned long long)c->process_madvise,
 			(unsigned long long)c->procmap_query,
 			(unsigned long long)c->rel_lock[0], (unsigned long long)c->rel_lock[1],
 			(unsigned long long)c->pm_lock[0], (unsigned long long)c->pm_lock[1],
 			(unsigned long long)c->lock[0], (unsigned long long)c->lock[1],
-			lost || c->tids_full);
+			lost || c->tids_full || c->stacks_full);
 	fputc('\n', out);
 	free(c);
 	if (out != stderr && fclose(out)) {

@@ -275,6 +275,14 @@ static uint64_t window_end(const struct madvx_batch *b, const struct run_window 
  * kernel refused an entry of. A wrong guess costs what madvise() of that
  * hint costs (mmap_read_lock), never a result: the kernel's answer decides.
  *
+ * The process's very first lone hint is guessed too, before any evidence:
+ * its look-up would be the process's first open of /proc/self/maps
+ * (35-80 us in a fresh process on the PVM host, where procfs instantiates
+ * the process's directory; 4 us after) plus the PROCMAP_QUERY ioctl, paid by
+ * every short-lived process that flushes once - for at most one hint that
+ * takes mmap_read_lock as its madvise() would. Learning starts with the
+ * second.
+ *
  * Process-wide, not per batch: allocators keep a batch per thread, and
  * threads come and go (larson, mimalloc's thread-local batches); the
  * evidence is about how this process's memory is laid out. Relaxed atomics:
@@ -285,9 +293,13 @@ static uint64_t window_end(const struct madvx_batch *b, const struct run_window 
 
 static _Atomic uint32_t one_vma_streak;	/* lone hints in a row found in one VMA */
 static _Atomic uint32_t guesses;	/* lone hints guessed since the last look-up */
+static _Atomic bool first_lone_seen;	/* the first lone hint was planned */
 
 static bool guess_one_vma(void)
 {
+	if (!atomic_load_explicit(&first_lone_seen, memory_order_relaxed) &&
+	    !atomic_exchange_explicit(&first_lone_seen, true, memory_order_relaxed))
+		return true;
 	if (atomic_load_explicit(&one_vma_streak, memory_order_relaxed) < GUESS_AFTER)
 		return false;
 	if (atomic_fetch_add_explicit(&guesses, 1, memory_order_relaxed) < GUESS_RECHECK)
@@ -306,6 +318,7 @@ static void learn_one_vma(bool one_vma)
 
 void __madvx_plan_forget_guess(void)
 {
+	atomic_store_explicit(&first_lone_seen, true, memory_order_relaxed);
 	atomic_store_explicit(&one_vma_streak, 0, memory_order_relaxed);
 	atomic_store_explicit(&guesses, 0, memory_order_relaxed);
 }

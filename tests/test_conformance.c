@@ -625,20 +625,24 @@ static bool case_lone(const struct spec *s)
 	return !env.no_lone && splitmix(&x) % 4 == 0;
 }
 
-/* Eight lone DONTNEED flushes inside one VMA, before the layout exists. */
+/*
+ * Nine lone DONTNEED flushes inside one VMA, before the layout exists: the
+ * process's first lone hint is guessed unseen, the eight after it make the
+ * streak.
+ */
 static void train_lone_guess(struct madvx_batch *b)
 {
-	uint8_t *p = mmap(NULL, 8 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+	uint8_t *p = mmap(NULL, 9 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
 			  -1, 0);
 
 	if (p == MAP_FAILED)
 		child_fail(2, "mmap: %s", strerror(errno));
-	for (int i = 0; i < 8; i++) {
+	for (int i = 0; i < 9; i++) {
 		p[i * PG] = 1;
 		if (madvx_batch_add(b, p + i * PG, PG, MADV_DONTNEED) < 0 || madvx_batch_flush(b))
 			child_fail(2, "training flush %d failed", i);
 	}
-	munmap(p, 8 * PG);
+	munmap(p, 9 * PG);
 }
 
 static uint64_t lib_vma_skipped(struct madvx_batch *b)

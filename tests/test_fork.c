@@ -676,8 +676,9 @@ static int guess_child(void *arg)
 }
 
 /*
- * The lone-hint rule (8 looked-up lone hints in one VMA, then the next is
- * planned without a look-up) is process-wide state that a child of any
+ * The lone-hint rule (the first lone hint guessed, then 8 looked-up lone
+ * hints in one VMA, then the next is planned without a look-up) is
+ * process-wide state that a child of any
  * kind inherits with the memory, raw clone() included. Results never
  * depend on it: the child's lone hints that cross VMAs or meet a hole get
  * madvise()'s answers.
@@ -687,7 +688,7 @@ START_TEST(test_lone_guess_inherited)
 	enum fork_kind kind = (enum fork_kind)_i;
 	struct guess_kid k;
 	struct madvx_batch *b;
-	uint8_t *streak = test_map_filled(8, 1);
+	uint8_t *streak = test_map_filled(9, 1);
 	int status;
 	pid_t pid;
 
@@ -701,9 +702,12 @@ START_TEST(test_lone_guess_inherited)
 	ck_assert_int_eq(munmap(k.twin + pg, pg), 0);
 	k.want = madvise(k.twin, 2 * pg, MADV_DONTNEED) ? -errno : 0;
 	k.guessing = madvx_advice_lock(MADV_DONTNEED) == MADVX_LOCK_PER_VMA;
-	/* the streak: 8 lone hints looked up, each in the one VMA of streak */
+	/*
+	 * the streak: 8 lone hints looked up, each in the one VMA of streak,
+	 * after the process's first lone hint, which is guessed unseen
+	 */
 	ck_assert_int_eq(madvx_batch_create(NULL, &b), 0);
-	for (int i = 0; i < 8; i++) {
+	for (int i = 0; i < 9; i++) {
 		streak[i * pg] = 2;
 		ck_assert_int_ge(madvx_batch_add(b, streak + i * pg, pg, MADV_DONTNEED), 0);
 		ck_assert_int_eq(madvx_batch_flush(b), 0);
@@ -718,7 +722,7 @@ START_TEST(test_lone_guess_inherited)
 		      WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 	/* the parent's own state is untouched by the child's */
 	ck_assert_int_eq(test_resident(k.two), 1);
-	munmap(streak, 8 * pg);
+	munmap(streak, 9 * pg);
 	munmap(k.two, 2 * pg);
 	munmap(k.hole, pg);
 	munmap(k.twin, pg);

@@ -360,6 +360,15 @@ START_TEST(first_flush_syscalls)
 	ck_assert_int_eq(c.forbidden, 0);
 	/* The goal of issue 22: no io_uring, no userfaultfd, no per-advice probe. */
 	ck_assert_int_le(c.total, 8);
+	/*
+	 * The process's first lone hint is planned without a look-up (plan.c,
+	 * guess_one_vma()): no open of /proc/self/maps, no PROCMAP_QUERY -
+	 * where DONTNEED keeps the per-VMA lock, the only case that guesses.
+	 */
+	if (madvx_advice_lock(MADV_DONTNEED) == MADVX_LOCK_PER_VMA)
+		for (int i = 0; i < c.total && i < 16; i++)
+			ck_assert_msg(c.nr[i] != __NR_openat && c.nr[i] != __NR_ioctl,
+				      "system call %d: a look-up for the first lone hint", c.nr[i]);
 }
 END_TEST
 
