@@ -16,15 +16,17 @@
 # --upstream: exports commit $COMMIT (below) of the checkout (path, git
 # directory or git URL) MADVX_BDWGC_UPSTREAM names
 # (examples/common/upstream.sh), applies bdwgc-master-madvx.patch (the same
-# batching, ported), checks that without -DGC_USE_MADVX every patched file
-# preprocesses to the unpatched tokens, builds the unpatched and the
-# patched tree with CMake (-Denable_munmap=ON -Denable_threads=ON
-# -Dbuild_tests=ON) and runs bdwgc's ctest of both.
-# Either way every configuration of CONFIGS below runs, and the patched
-# library must import madvx_ symbols, the stock one none.  Exit 0 when
-# every run passes, 1 on any failure, 77 (with the reason) when the source
-# cannot be had.  The work tree (default BUILDROOT/bdwgc or
-# BUILDROOT/bdwgc-upstream) keeps both builds for bench.sh.
+# batching, ported), builds the unpatched and the patched tree with CMake
+# (-Denable_munmap=ON -Denable_threads=ON -Dbuild_tests=ON) and runs
+# bdwgc's ctest of both.
+# Either way every patched file must preprocess, with the stock build's
+# flags and without -DGC_USE_MADVX, to the unpatched tokens (checked
+# before the patched build), every configuration of CONFIGS below runs,
+# and the patched library must import madvx_ symbols, the stock one
+# none.  Exit 0 when every run passes, 1 on any failure, 77 (with the
+# reason) when the source cannot be had.  The work tree (default
+# BUILDROOT/bdwgc or BUILDROOT/bdwgc-upstream) keeps both builds for
+# bench.sh.
 set -euo pipefail
 
 FLAVOUR=debian
@@ -88,17 +90,23 @@ build_stock()
 }
 
 # The patched tree: a copy of the configured stock tree (configure's answers
-# are the same; running it again costs minutes), the patch applied, and
-# everything rebuilt (the patch touches gc_priv.h, which every object
-# includes) with libmadvx added to configure's own flags.
-build_patched()
+# are the same; running it again costs minutes) with the patch applied ...
+patch_tree()
 {
-	local dir=$1 cppflags ldflags libs
-	log "patch + make in $dir"
+	local dir=$1
+	log "copy + patch in $dir"
 	rm -rf "$dir"
 	cp -a "$WORK/stock" "$dir"
 	(cd "$dir" && patch -p1 --quiet <"$PATCH") ||
 		die "${PATCH##*/} does not apply"
+}
+
+# ... and everything rebuilt (the patch touches gc_priv.h, which every
+# object includes) with libmadvx added to configure's own flags.
+build_patched()
+{
+	local dir=$1 cppflags ldflags libs
+	log "make in $dir"
 	cppflags=$(sed -n 's/^CPPFLAGS = //p' "$dir/Makefile")
 	ldflags=$(sed -n 's/^LDFLAGS = //p' "$dir/Makefile")
 	libs=$(sed -n 's/^LIBS = //p' "$dir/Makefile")
@@ -129,6 +137,26 @@ run_check()
 	pass=$(awk '/^# PASS:/ { print $3 }' <<<"$sum")
 	fail=$(awk '/^# (FAIL|ERROR|XPASS):/ { n += $3 } END { print n + 0 }' <<<"$sum")
 	echo "PASS ${pass:-0} FAIL $fail"
+}
+
+# Debian: automake compiles libgc's objects (extra/gc.lo, as upstream's)
+# with $(LTCOMPILE), i.e. the Makefile's variables below, which make
+# itself expands, and libtool adds its PIC flags for the shared library.
+# Per-target flags (libgc_la_CFLAGS, ...) would be missed: there are none.
+debian_guard_flags()
+{
+	local dir=$WORK/stock vars pic
+	# shellcheck disable=SC2016 # $(...) of make, not of the shell
+	vars=$(printf '%s\n\t%s\n' madvx-guard-flags: \
+		'@echo "$(libgc_la_CPPFLAGS)$(libgc_la_CFLAGS)|$(DEFS) $(DEFAULT_INCLUDES) $(INCLUDES) $(AM_CPPFLAGS) $(CPPFLAGS) $(AM_CFLAGS) $(CFLAGS)"' |
+		make -s --no-print-directory -C "$dir" -f Makefile -f - madvx-guard-flags) ||
+		die "cannot read the compile flags of $dir/Makefile"
+	[[ ${vars%%|*} == "" ]] || die "libgc has flags of its own in $dir/Makefile: ${vars%%|*}"
+	pic=$(sed -n '/^pic_flag=/ { s///; s/"//g; p; q }' "$dir/libtool")
+	[[ -n $pic ]] || die "no pic_flag in $dir/libtool"
+	grep -q '^#define USE_MUNMAP ' "$dir/include/config.h" ||
+		die "the stock build does not define USE_MUNMAP ($dir/include/config.h)"
+	echo "${vars#*|} $pic" | sed "s|$dir/||g; s|$dir|.|g"
 }
 
 # ---- upstream master: CMake and ctest ----
@@ -178,37 +206,19 @@ upstream_build()
 	fi
 }
 
-# Without GC_USE_MADVX the patched files are the stock ones: every .c file
-# the patch touches preprocesses, with the stock build's own flags
-# (CMake's flags.make of libgc), to the same tokens as the unpatched file.
-# Run in each tree with relative paths, so that __FILE__ is the same.
-upstream_check_guard()
+# The flags the stock build compiles libgc with, relative to the top of
+# a source tree, for check_guard.  Upstream: CMake's flags.make of libgc
+# (one object: extra/gc.c includes the other files).
+upstream_guard_flags()
 {
-	local flags defs incs cfl f a b files
+	local flags defs incs cfl
 	flags=$WORK/stock/CMakeFiles/gc.dir/flags.make
 	[[ -f $flags ]] || die "no $flags: cannot check the patch's guard"
 	defs=$(sed -n 's/^C_DEFINES = //p' "$flags")
 	incs=$(sed -n 's/^C_INCLUDES = //p' "$flags" | sed "s|$WORK/pristine/||g; s|$WORK/pristine|.|g")
 	cfl=$(sed -n 's/^C_FLAGS = //p' "$flags")
 	[[ $defs == *-DUSE_MUNMAP* ]] || die "the stock build does not define USE_MUNMAP ($flags)"
-	mapfile -t files < <(sed -n 's|^+++ b/||p' "$PATCH")
-	((${#files[@]} > 0)) || die "no file names in ${PATCH##*/}"
-	for f in "${files[@]}"; do
-		[[ $f == *.c ]] || continue	# headers: through the .c files
-		# shellcheck disable=SC2086 # compiler flags: words
-		a=$(cd "$WORK/pristine" && cc -E -P $defs $incs $cfl "$f" | tr -d ' \t\n') ||
-			die "cannot preprocess $WORK/pristine/$f"
-		# shellcheck disable=SC2086 # as above
-		b=$(cd "$WORK/src" && cc -E -P $defs $incs $cfl "$f" | tr -d ' \t\n') ||
-			die "cannot preprocess $WORK/src/$f"
-		[[ -n $a && $a == "$b" ]] ||
-			die "$f without -DGC_USE_MADVX differs from the unpatched source"
-		# shellcheck disable=SC2086 # as above
-		b=$(cd "$WORK/src" && cc -E -P -DGC_USE_MADVX -I"$SRCROOT/include" \
-			-I"$BUILDROOT/include" $defs $incs $cfl "$f" | tr -d ' \t\n') ||
-			die "cannot preprocess $WORK/src/$f with -DGC_USE_MADVX"
-		[[ $a != "$b" ]] || die "$f with -DGC_USE_MADVX is the unpatched source"
-	done
+	echo "$defs $incs $cfl"
 }
 
 # ctest of build $1 with the environment $2, its output in $3; prints
@@ -228,6 +238,35 @@ upstream_run_check()
 	fi
 	names=$(sed -n '/tests FAILED:/,$ s/^[[:space:]]*[0-9]* - \([^ ]*\).*/\1/p' "$out" | tr '\n' ' ')
 	echo "PASS $((total - failed)) FAIL $failed${names:+ (${names% })}"
+}
+
+# Without GC_USE_MADVX the patched files are the stock ones: every .c file
+# the patch touches preprocesses, with the stock build's flags $3, to the
+# same tokens in the patched tree $2 as in the unpatched tree $1, and to
+# others with -DGC_USE_MADVX.  Run in each tree with relative paths, so
+# that __FILE__ is the same.
+check_guard()
+{
+	local old=$1 new=$2 flags=$3 f a b files
+	mapfile -t files < <(sed -n 's|^+++ b/||p' "$PATCH")
+	((${#files[@]} > 0)) || die "no file names in ${PATCH##*/}"
+	for f in "${files[@]}"; do
+		[[ $f == *.c ]] || continue	# headers: through the .c files
+		# shellcheck disable=SC2086 # compiler flags: words
+		a=$(cd "$old" && cc -E -P $flags "$f" | tr -d ' \t\n') ||
+			die "cannot preprocess $old/$f"
+		# shellcheck disable=SC2086 # as above
+		b=$(cd "$new" && cc -E -P $flags "$f" | tr -d ' \t\n') ||
+			die "cannot preprocess $new/$f"
+		[[ -n $a && $a == "$b" ]] ||
+			die "$f without -DGC_USE_MADVX differs from the unpatched source"
+		# shellcheck disable=SC2086 # as above
+		b=$(cd "$new" && cc -E -P -DGC_USE_MADVX -I"$SRCROOT/include" \
+			-I"$BUILDROOT/include" $flags "$f" | tr -d ' \t\n') ||
+			die "cannot preprocess $new/$f with -DGC_USE_MADVX"
+		[[ $a != "$b" ]] || die "$f with -DGC_USE_MADVX is the unpatched source"
+	done
+	log "guard: ${PATCH##*/} without -DGC_USE_MADVX is the stock source"
 }
 
 # The patched library must really use libmadvx (a build that lost the
@@ -259,7 +298,8 @@ if [[ $FLAVOUR == upstream ]]; then
 		upstream_build "$WORK/stock" "$WORK/pristine" "" ""
 		echo "${CMAKE_OPTS[*]}" >"$WORK/stock.built"
 	fi
-	upstream_check_guard
+	flags=$(upstream_guard_flags)
+	check_guard "$WORK/pristine" "$WORK/src" "$flags"
 	if [[ ! -f $WORK/patched.built || $(<"$WORK/patched.built") != "${CMAKE_OPTS[*]}" ||
 	      $WORK/patched.built -ot $BUILDROOT/src/libmadvx.so ]]; then
 		rm -f "$WORK/patched.built"
@@ -279,10 +319,19 @@ else
 		build_stock "$WORK/stock"
 		touch "$WORK/stock.built"
 	fi
+	stale=0
 	if [[ ! -f $WORK/patched.built || $WORK/patched.built -ot $WORK/stock.built ||
 	      $WORK/patched.built -ot $PATCH ||
 	      $WORK/patched.built -ot $BUILDROOT/src/libmadvx.so ]]; then
+		stale=1
 		rm -f "$WORK/patched.built"
+		patch_tree "$WORK/patched"
+	fi
+	# Before the build, which takes minutes; in the source files, which
+	# the build leaves as they are.
+	flags=$(debian_guard_flags)
+	check_guard "$WORK/stock" "$WORK/patched" "$flags"
+	if ((stale)); then
 		build_patched "$WORK/patched"
 		touch "$WORK/patched.built"
 	fi
