@@ -16,7 +16,8 @@
 # --upstream: exports commit $COMMIT (below) of the checkout (path, git
 # directory or git URL) MADVX_BDWGC_UPSTREAM names
 # (examples/common/upstream.sh), applies bdwgc-master-madvx.patch (the same
-# batching, ported), checks that without -DGC_USE_MADVX every patched file
+# batching, ported, with the hints kept until a block is reused or a
+# bound is reached), checks that without -DGC_USE_MADVX every patched file
 # preprocesses to the unpatched tokens, builds the unpatched and the
 # patched tree with CMake (-Denable_munmap=ON -Denable_threads=ON
 # -Dbuild_tests=ON) and runs bdwgc's ctest of both.
