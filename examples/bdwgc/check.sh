@@ -16,7 +16,8 @@
 # --upstream: exports commit $COMMIT (below) of the checkout (path, git
 # directory or git URL) MADVX_BDWGC_UPSTREAM names
 # (examples/common/upstream.sh), applies bdwgc-master-madvx.patch (the same
-# batching, ported), builds the unpatched and the patched tree with CMake
+# batching, ported, with the hints kept until a block is reused or a
+# bound is reached), builds the unpatched and the patched tree with CMake
 # (-Denable_munmap=ON -Denable_threads=ON -Dbuild_tests=ON) and runs
 # bdwgc's ctest of both.
 # Either way every patched file must preprocess, with the stock build's
