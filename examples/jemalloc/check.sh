@@ -79,7 +79,9 @@ CLIENT=jemalloc
 # configuration's MALLOC_CONF is for the integration tests and je-purge:
 # the unit tests set their own in test/unit/*.sh, and some wait for
 # purges their own settings make: unit/arena_decay spins until its
-# timeout under decay 0), "none" not at all.
+# timeout under decay 0), "none" not at all.  An optional last field
+# names the configuration whose stock run a patched-only one is compared
+# with.
 CONFIGS=(
 	"default|stock patched||as-is"
 	"decay0|stock patched|MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0|none"
@@ -98,14 +100,15 @@ CONFIGS=(
 # unit test's own settings, stock as patched); pm64-decay0 is `make
 # check`'s check_integration_decay setting with the PAC path (every freed
 # extent purged at once); no-vector is pm64 with every hint a madvise()
-# and no PROCMAP_QUERY (bounds from /proc/self/maps).
+# and no PROCMAP_QUERY (bounds from /proc/self/maps), compared with pm64's
+# stock run.
 if [[ $FLAVOUR == upstream ]]; then
 	PM=process_madvise_max_batch:64
 	CONFIGS=(
 		"default|stock patched||as-is"
 		"pm64|stock patched|MALLOC_CONF=hpa:true,$PM|as-is"
 		"pm64-decay0|stock patched|MALLOC_CONF=$PM,dirty_decay_ms:0,muzzy_decay_ms:0|none"
-		"no-vector|patched|MALLOC_CONF=hpa:true,$PM MADVX_DISABLE=process_madvise,procmap_query|as-is"
+		"no-vector|patched|MALLOC_CONF=hpa:true,$PM MADVX_DISABLE=process_madvise,procmap_query|as-is|pm64"
 	)
 fi
 
@@ -398,7 +401,7 @@ fail=0
 ran=0
 echo "${#TESTS[@]} tests: ${TESTS[*]}"
 for c in "${CONFIGS[@]}"; do
-	IFS='|' read -r name variants envs units <<<"$c"
+	IFS='|' read -r name variants envs units ref <<<"$c"
 	client_selected "${MADVX_JEMALLOC_CONFIGS:-}" "$name" || continue
 	ran=$((ran + 1))
 	for v in $variants; do
@@ -409,8 +412,9 @@ for c in "${CONFIGS[@]}"; do
 		printf '%-10s %-8s %s\n' "$name" "$v" "$(summary "$WORK/out/$v-$name.res")"
 	done
 	# New failures: failed patched, passed (or skipped) stock - or, where
-	# the configuration has no stock run, failed at all.
-	stock=$WORK/out/stock-$name.res
+	# the configuration has no stock run (of its own, or of the one its
+	# last field names, run before it), failed at all.
+	stock=$WORK/out/stock-${ref:-$name}.res
 	[[ -f $stock ]] || stock=/dev/null
 	new=$(awk 'NR == FNR { st[$1] = $2; next }
 		$2 == "fail" && st[$1] != "fail" { printf " %s", $1 }' \
