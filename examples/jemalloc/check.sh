@@ -416,7 +416,9 @@ for c in "${CONFIGS[@]}"; do
 	# last field names, run before it), failed at all.
 	stock=$WORK/out/stock-${ref:-$name}.res
 	[[ -f $stock ]] || stock=/dev/null
-	new=$(awk 'NR == FNR { st[$1] = $2; next }
+	# (By file name: with an empty first file, NR == FNR holds for the
+	# second one too, and every failure would be taken for stock's.)
+	new=$(awk -v ref="$stock" 'FILENAME == ref { st[$1] = $2; next }
 		$2 == "fail" && st[$1] != "fail" { printf " %s", $1 }' \
 		"$stock" "$WORK/out/patched-$name.res")
 	old=$(awk '$2 == "fail" { printf " %s", $1 }' "$stock")
