@@ -32,8 +32,8 @@
 # patched with the same setting (those vectors through libmadvx).  Cases:
 # decay 0 (the decay passes, pac.c), decay 1 s (longer passes: dirty
 # extents go muzzy with MADV_FREE, muzzy ones are purged in vectors) and
-# hpa (hpa:true with decay 1 s: the HPA's purge batches for the small
-# and medium sizes, the decay passes for the rest).  Default arguments
+# hpa (hpa:true with decay 1 s: the HPA's purge batches for sizes up to
+# hpa_slab_max_alloc, 64 KiB, the decay passes for the rest).  Default arguments
 # "2 3000 128 0" (decay 0 makes ~2 purges per operation).
 set -euo pipefail
 
