@@ -1,24 +1,32 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# jemalloc (Debian's 5.3.0-1 source package) purging through libmadvx,
-# checked with jemalloc's own test suite.
+# jemalloc purging through libmadvx, checked with jemalloc's own test
+# suite: Debian's 5.3.0-1 source package, or upstream dev at a pinned
+# commit.
 #
-#   check.sh SRCROOT BUILDROOT [WORKDIR]
+#   check.sh [--upstream] SRCROOT BUILDROOT [WORKDIR]
 #
-# Gets the source package through a private apt configuration
-# (examples/common/debsrc.sh), applies jemalloc-5.3.0-madvx.patch (one
-# libmadvx batch per decay purge pass, pac_decay_stashed(): the pass holds
-# its extents until the batch is flushed) and builds that one tree twice,
-# out of tree, with Debian's configure options and dpkg-buildflags: stock
-# (without -DJEMALLOC_MADVX, checked to preprocess to the unpatched source)
-# and patched (with it, linked against the libmadvx of BUILDROOT, checked
-# to import madvx_ symbols).  Then runs jemalloc's own tests (test/unit,
+# Debian (default): gets the source package through a private apt
+# configuration (examples/common/debsrc.sh) and applies
+# jemalloc-5.3.0-madvx.patch (one libmadvx batch per decay purge pass,
+# pac_decay_stashed(): the pass holds its extents until the batch is
+# flushed).
+# --upstream: exports commit $COMMIT (below) of the checkout (path, git
+# directory or git URL) MADVX_JEMALLOC_UPSTREAM names
+# (examples/common/upstream.sh), applies jemalloc-dev-madvx.patch (dev's
+# own vectorized purge, pages_purge_process_madvise(), through a libmadvx
+# batch flushed before it returns) and generates configure with autoconf.
+# Either tree is built twice, out of tree: stock (without
+# -DJEMALLOC_MADVX, checked to preprocess to the unpatched source) and
+# patched (with it, linked against the libmadvx of BUILDROOT, checked to
+# import madvx_ symbols).  Then runs jemalloc's own tests (test/unit,
 # test/integration: what `make check` runs) of both, one by one through
 # jemalloc's test/test.sh, in every configuration of CONFIGS below, and
 # compares stock and patched test by test.  Exit 0 when no test fails in
 # the patched build that passes (or skips) in the stock one, 1 otherwise,
 # 77 (with the reason) when the source cannot be had.  The work tree
-# (default BUILDROOT/jemalloc) keeps both builds for bench.sh.
+# (default BUILDROOT/jemalloc or BUILDROOT/jemalloc-upstream) keeps both
+# builds for bench.sh.
 #
 # MADVX_JEMALLOC_TESTS chooses the tests: unset, all but NOT_PURGING
 # below; "all", every test `make check` builds; else a comma list of names
@@ -26,18 +34,33 @@
 # chooses configurations (comma list of their names; unset: all).
 set -euo pipefail
 
+FLAVOUR=debian
+if [[ ${1:-} == --upstream ]]; then
+	FLAVOUR=upstream
+	shift
+fi
 SRCROOT=$(cd "$1" && pwd)
 BUILDROOT=$(cd "$2" && pwd)
-WORK=${3:-$BUILDROOT/jemalloc}
+HERE=$SRCROOT/examples/jemalloc
+if [[ $FLAVOUR == upstream ]]; then
+	COMMIT=295e48944b200b595a72902a81e1ed8cad6a3866	# dev, 2026-05-18
+	# configure wants a `git describe --long` version; an exported tree
+	# has none.
+	JE_VERSION=5.3.1-47-g$COMMIT
+	PATCH=$HERE/jemalloc-dev-madvx.patch
+	WORK=${3:-$BUILDROOT/jemalloc-upstream}
+else
+	PATCH=$HERE/jemalloc-5.3.0-madvx.patch
+	WORK=${3:-$BUILDROOT/jemalloc}
+fi
 mkdir -p "$WORK"
 WORK=$(cd "$WORK" && pwd)	# configure runs in the build directories
-HERE=$SRCROOT/examples/jemalloc
-PATCH=$HERE/jemalloc-5.3.0-madvx.patch
 CACHE=${MADVX_CLIENTS_CACHE:-/var/cache/madvx-clients}/jemalloc
 JOBS=${MADVX_CLIENTS_JOBS:-2}
 TIMEOUT=${MADVX_JEMALLOC_TIMEOUT:-300}	# seconds per test and build
 PURGE="2 5000 128"	# je-purge THREADS OPS SLOTS (bench.sh runs longer ones)
 CLIENT=jemalloc
+[[ $FLAVOUR == debian ]] || CLIENT=jemalloc-upstream
 
 # name|builds|environment of one run of the tests.  jemalloc 5.3 purges
 # dirty extents along a 10 s decay curve (dirty_decay_ms) with
@@ -50,51 +73,134 @@ CLIENT=jemalloc
 # MADV_DONTNEED a second later, in long passes: both hand-backs of the
 # patch.  no-vector: decay0 with every hint a madvise() and no
 # PROCMAP_QUERY (bounds from /proc/self/maps).
+#
+# The last field says how the unit tests run: "as-is" with the whole
+# environment, "no-conf" without its MALLOC_CONF (as in `make check`, a
+# configuration's MALLOC_CONF is for the integration tests and je-purge:
+# the unit tests set their own in test/unit/*.sh, and some wait for
+# purges their own settings make: unit/arena_decay spins until its
+# timeout under decay 0), "none" not at all.  An optional last field
+# names the configuration whose stock run a patched-only one is compared
+# with.
 CONFIGS=(
-	"default|stock patched|"
-	"decay0|stock patched|MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0"
-	"decay1s|stock patched|MALLOC_CONF=dirty_decay_ms:1000,muzzy_decay_ms:1000"
-	"no-vector|patched|MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0 MADVX_DISABLE=process_madvise,procmap_query"
+	"default|stock patched||as-is"
+	"decay0|stock patched|MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0|none"
+	"decay1s|stock patched|MALLOC_CONF=dirty_decay_ms:1000,muzzy_decay_ms:1000|none"
+	"no-vector|patched|MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0 MADVX_DISABLE=process_madvise,procmap_query|no-conf"
 )
+
+# Upstream dev purges through process_madvise() only when asked:
+# opt.process_madvise_max_batch is 0 by default (every range its own
+# madvise()).  With it > 0, pac.c's decay passes that purge to retained
+# (muzzy_decay_ms 0, or the muzzy pass) and the HPA's purge batches
+# (opt.hpa, off by default) hand vectors of up to that many ranges to
+# pages_purge_process_madvise(): the path the patch routes.  default is
+# `make check` as it is (the path off in both builds); pm64 turns on both
+# users of the path for every test (the appended MALLOC_CONF wins over a
+# unit test's own settings, stock as patched); pm64-decay0 is `make
+# check`'s check_integration_decay setting with the PAC path (every freed
+# extent purged at once); no-vector is pm64 with every hint a madvise()
+# and no PROCMAP_QUERY (bounds from /proc/self/maps), compared with pm64's
+# stock run.
+if [[ $FLAVOUR == upstream ]]; then
+	PM=process_madvise_max_batch:64
+	CONFIGS=(
+		"default|stock patched||as-is"
+		"pm64|stock patched|MALLOC_CONF=hpa:true,$PM|as-is"
+		"pm64-decay0|stock patched|MALLOC_CONF=$PM,dirty_decay_ms:0,muzzy_decay_ms:0|none"
+		"no-vector|patched|MALLOC_CONF=hpa:true,$PM MADVX_DISABLE=process_madvise,procmap_query|as-is|pm64"
+	)
+fi
 
 # shellcheck source=examples/common/client.sh
 source "$SRCROOT/examples/common/client.sh"
-client_need_tools "needed to get and build jemalloc" \
-	apt-get apt-cache dpkg-source dpkg-buildflags make cc patch sha256sum nm timeout
+if [[ $FLAVOUR == upstream ]]; then
+	[[ -n ${MADVX_JEMALLOC_UPSTREAM:-} ]] ||
+		skip "MADVX_JEMALLOC_UPSTREAM is not set (a jemalloc checkout, git directory or git URL with commit $COMMIT of dev; never cloned by default)"
+	client_need_tools "needed to get and build jemalloc" \
+		git tar autoconf make cc patch nm timeout
+else
+	client_need_tools "needed to get and build jemalloc" \
+		apt-get apt-cache dpkg-source dpkg-buildflags make cc patch sha256sum nm timeout
+fi
 client_need_shared "$BUILDROOT"
 
 # shellcheck source=examples/common/debsrc.sh
 source "$SRCROOT/examples/common/debsrc.sh"
+# shellcheck source=examples/common/upstream.sh
+source "$SRCROOT/examples/common/upstream.sh"
 
-# The patched source tree in $WORK/src, the unpatched one in $WORK/pristine.
-prepare_source()
+# The unpatched source in $WORK/fresh, as it is now.
+get_source()
 {
-	debsrc_extract "$WORK/pristine"
-	rm -rf "$WORK/src"
-	cp -a "$WORK/pristine" "$WORK/src"
-	(cd "$WORK/src" && patch -p1 --quiet <"$PATCH") ||
-		die "jemalloc-5.3.0-madvx.patch does not apply"
+	if [[ $FLAVOUR == upstream ]]; then
+		upstream_extract "$MADVX_JEMALLOC_UPSTREAM" "$COMMIT" "$WORK/fresh"
+		grep -q '^pages_purge_process_madvise(' "$WORK/fresh/src/pages.c" ||
+			die "$UPSTREAM_DESC has no pages_purge_process_madvise() (not jemalloc dev)"
+		log "source: $UPSTREAM_DESC"
+	else
+		debsrc_fetch jemalloc 5.3.0-1 bookworm
+		debsrc_extract "$WORK/fresh"
+	fi
 }
 
-# configure (debian/rules' options on amd64, dpkg-buildflags) and make of
-# the shared library in $1, with extra CPPFLAGS $2, LDFLAGS $3 and LIBS $4.
-# The test programs are made when they are chosen (make_tests).
+# The patched source tree in $WORK/src, the unpatched one in
+# $WORK/pristine; a git tree has no configure: autoconf makes it (the
+# patch does not touch configure.ac).
+prepare_source()
+{
+	rm -rf "$WORK/pristine" "$WORK/src"
+	mv "$WORK/fresh" "$WORK/pristine"
+	cp -a "$WORK/pristine" "$WORK/src"
+	(cd "$WORK/src" && patch -p1 --quiet <"$PATCH") ||
+		die "${PATCH##*/} does not apply"
+	if [[ $FLAVOUR == upstream ]]; then
+		(cd "$WORK/src" && autoconf) >"$WORK/autoconf.out" 2>&1 ||
+			{ cat "$WORK/autoconf.out" >&2; die "autoconf failed"; }
+	fi
+}
+
+# configure and make of the shared library in $1, with extra CPPFLAGS $2,
+# LDFLAGS $3 and LIBS $4.  Debian: debian/rules' options on amd64 and
+# dpkg-buildflags.  Upstream: the same page sizes and prof, jemalloc's
+# own CFLAGS, and PIDFD_SELF (below).  The test programs are made when
+# they are chosen (make_tests).
 build()
 {
-	local dir=$1 cppflags ldflags
-	cppflags="$(dpkg-buildflags --get CPPFLAGS) $2"
-	ldflags="$(dpkg-buildflags --get LDFLAGS) $3"
+	local dir=$1 cppflags ldflags opts=()
+	if [[ $FLAVOUR == upstream ]]; then
+		# dev's configure test for process_madvise (configure.ac)
+		# compiles syscall(SYS_process_madvise, PIDFD_SELF, ...) with
+		# <sys/pidfd.h>: PIDFD_SELF is Linux 6.15's uapi, which
+		# glibc 2.36's headers (uapi 6.1) lack, so the test fails and
+		# JEMALLOC_HAVE_PROCESS_MADVISE (the whole path) is compiled
+		# out, although pages.c defines PIDFD_SELF itself when it is
+		# missing.  The kernel's value (PIDFD_SELF_THREAD, the -10000
+		# pages.c falls back to) passes the test, in both builds; on
+		# kernels before 6.15 stock's raw call then fails with EBADF
+		# and turns itself off (madvise() per range).
+		cppflags="-DPIDFD_SELF=-10000 $2"
+		ldflags=$3
+		opts=(--with-version="$JE_VERSION")
+	else
+		cppflags="$(dpkg-buildflags --get CPPFLAGS) $2"
+		ldflags="$(dpkg-buildflags --get LDFLAGS) $3"
+		opts=(--with-version=VERSION CFLAGS="$(dpkg-buildflags --get CFLAGS)")
+	fi
 	log "configure + make in $dir"
 	rm -rf "$dir"
 	mkdir -p "$dir"
-	if ! (cd "$dir" && "$WORK/src/configure" --with-version=VERSION \
+	if ! (cd "$dir" && "$WORK/src/configure" "${opts[@]}" \
 		--with-lg-page=12 --with-lg-hugepage=21 --enable-prof \
-		CFLAGS="$(dpkg-buildflags --get CFLAGS)" CPPFLAGS="$cppflags" \
-		LDFLAGS="$ldflags" LIBS="$4") >"$dir.configure.out" 2>&1 ||
+		CPPFLAGS="$cppflags" LDFLAGS="$ldflags" LIBS="$4") >"$dir.configure.out" 2>&1 ||
 	   ! make -C "$dir" -j"$JOBS" build_lib_shared >"$dir.make.out" 2>&1; then
 		tail -n 40 "$dir.configure.out" "$dir.make.out" >&2 || true
 		die "building $dir failed"
 	fi
+	[[ $FLAVOUR == debian ]] ||
+		grep -q '^#define JEMALLOC_HAVE_PROCESS_MADVISE' \
+			"$dir/include/jemalloc/internal/jemalloc_internal_defs.h" ||
+		die "$dir: configure did not find process_madvise (see $dir.configure.out)"
 }
 
 # Without JEMALLOC_MADVX the patched files are the stock ones: every token
@@ -214,20 +320,19 @@ without_malloc_conf()
 }
 
 # The tests of build $1 with the environment $2, one by one; one line per
-# test: "NAME pass|skip|fail SECONDS".  Outputs in $WORK/out/$3-*.  As in
-# `make check`, a configuration's MALLOC_CONF is for the integration tests
-# (and je-purge): the unit tests set their own (test/unit/*.sh) and some
-# wait for purges their own settings make (unit/arena_decay spins until
-# its timeout under decay 0), so they run without it, and only where the
-# rest of the environment differs from the default configuration's.
+# test: "NAME pass|skip|fail SECONDS".  Outputs in $WORK/out/$3-*.  The
+# unit tests run as $4 says (as-is, no-conf or none: CONFIGS above).
 run_tests()
 {
-	local dir=$1 envs=$2 tag=$3 t e out st t0
+	local dir=$1 envs=$2 tag=$3 units=$4 t e out st t0
 	for t in "${TESTS[@]}"; do
 		e=$envs
 		if [[ $t == unit/* ]]; then
-			e=$(without_malloc_conf "$envs")
-			[[ -n $e || $envs != *MALLOC_CONF=* ]] || continue
+			case $units in
+			as-is) ;;
+			no-conf) e=$(without_malloc_conf "$envs") ;;
+			*) continue ;;
+			esac
 		fi
 		out=$WORK/out/$tag-${t//\//-}.out
 		t0=$SECONDS
@@ -247,14 +352,16 @@ summary()
 		n["pass"], n["skip"], n["fail"], s }' "$1"
 }
 
-debsrc_fetch jemalloc 5.3.0-1 bookworm
+get_source
 # Each build is redone when what it is built from changed (a stamp per
 # build, written only after a complete build).
-if [[ ! -f $WORK/src.ready || $WORK/src.ready -ot $DSC || $WORK/src.ready -ot $PATCH ]]; then
+if [[ ! -f $WORK/src.ready || $WORK/src.ready -ot $PATCH ]] ||
+   ! diff -rq "$WORK/fresh" "$WORK/pristine" >/dev/null 2>&1; then
 	rm -f "$WORK/src.ready" "$WORK/stock.built" "$WORK/patched.built"
 	prepare_source
 	touch "$WORK/src.ready"
 fi
+rm -rf "$WORK/fresh"
 if [[ ! -f $WORK/stock.built ]]; then
 	build "$WORK/stock" "" "" ""
 	touch "$WORK/stock.built"
@@ -269,7 +376,8 @@ fi
 check_symbols
 # je-purge.c: the churn bench.sh measures, here a test of both builds.
 if [[ ! -x $WORK/je-purge || $WORK/je-purge -ot $HERE/je-purge.c ]]; then
-	cc -O2 -Wall -pthread -o "$WORK/je-purge" "$HERE/je-purge.c" ||
+	cc -O2 -Wall -pthread -I"$SRCROOT/include" -I"$BUILDROOT/include" \
+		-o "$WORK/je-purge" "$HERE/je-purge.c" ||
 		die "cannot build je-purge"
 fi
 
@@ -293,21 +401,24 @@ fail=0
 ran=0
 echo "${#TESTS[@]} tests: ${TESTS[*]}"
 for c in "${CONFIGS[@]}"; do
-	IFS='|' read -r name variants envs <<<"$c"
+	IFS='|' read -r name variants envs units ref <<<"$c"
 	client_selected "${MADVX_JEMALLOC_CONFIGS:-}" "$name" || continue
 	ran=$((ran + 1))
 	for v in $variants; do
-		run_tests "$WORK/$v" "$envs" "$v-$name" >"$WORK/out/$v-$name.res" &
+		run_tests "$WORK/$v" "$envs" "$v-$name" "$units" >"$WORK/out/$v-$name.res" &
 	done
 	wait
 	for v in $variants; do
 		printf '%-10s %-8s %s\n' "$name" "$v" "$(summary "$WORK/out/$v-$name.res")"
 	done
 	# New failures: failed patched, passed (or skipped) stock - or, where
-	# the configuration has no stock run, failed at all.
-	stock=$WORK/out/stock-$name.res
+	# the configuration has no stock run (of its own, or of the one its
+	# last field names, run before it), failed at all.
+	stock=$WORK/out/stock-${ref:-$name}.res
 	[[ -f $stock ]] || stock=/dev/null
-	new=$(awk 'NR == FNR { st[$1] = $2; next }
+	# (By file name: with an empty first file, NR == FNR holds for the
+	# second one too, and every failure would be taken for stock's.)
+	new=$(awk -v ref="$stock" 'FILENAME == ref { st[$1] = $2; next }
 		$2 == "fail" && st[$1] != "fail" { printf " %s", $1 }' \
 		"$stock" "$WORK/out/patched-$name.res")
 	old=$(awk '$2 == "fail" { printf " %s", $1 }' "$stock")

@@ -17,7 +17,14 @@
  * be zero first (0: none; jemalloc zeroes a reused extent with
  * madvise(MADV_DONTNEED), which a count of purge calls then leaves out).
  * Exit 0, or 1 when a check failed (with a count).
+ *
+ * JE_PURGE_MADVX_STATS=1 prints libmadvx's process-wide counters at the
+ * end, when the preloaded jemalloc brought libmadvx in (the patched
+ * builds): what went through it. madvx_stats_get() is looked up at run
+ * time, so je-purge does not link libmadvx and runs with any build.
  */
+#include <dlfcn.h>
+#include <madvx.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -145,6 +152,26 @@ static void *churn(void *arg)
 	return NULL;
 }
 
+static void print_madvx_stats(void)
+{
+	struct madvx_stats st = { .size = sizeof(st) };
+	int (*get)(struct madvx_stats *);
+
+	if (!getenv("JE_PURGE_MADVX_STATS"))
+		return;
+	*(void **)&get = dlsym(RTLD_DEFAULT, "madvx_stats_get");
+	if (!get || get(&st)) {
+		printf("je-purge: libmadvx is not loaded\n");
+		return;
+	}
+	printf("je-purge: libmadvx: %llu hints, %llu merged, %llu split, %llu flushes, %llu system calls, %llu vector entries, %llu madvise fallbacks, %llu VMA look-ups, %llu vouched, %llu failed\n",
+	       (unsigned long long)st.hints, (unsigned long long)st.merged,
+	       (unsigned long long)st.split, (unsigned long long)st.flushes,
+	       (unsigned long long)st.syscalls, (unsigned long long)st.vector_entries,
+	       (unsigned long long)st.madvise_fallbacks, (unsigned long long)st.vma_queries,
+	       (unsigned long long)st.vma_skipped, (unsigned long long)st.failed);
+}
+
 int main(int argc, char **argv)
 {
 	unsigned nthreads = argc > 1 ? (unsigned)atoi(argv[1]) : 2;
@@ -180,5 +207,6 @@ int main(int argc, char **argv)
 	printf("je-purge: %u threads x %llu ops over %u slots: %llu words changed behind an owner, %llu non-zero words from calloc\n",
 	       nthreads, (unsigned long long)ops, nslots, (unsigned long long)bad,
 	       (unsigned long long)nonzero);
+	print_madvx_stats();
 	return bad || nonzero ? 1 : 0;
 }
