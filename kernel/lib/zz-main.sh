@@ -14,7 +14,8 @@ usage: kernel/run [COMMAND] [OPTIONS]
                                nopvl-base, nopvl-patched, old)
               --only GLOBS     run only these tests (comma separated globs on
                                name, group/name or group: lib, example, ksft)
-              --skip GLOBS     do not run these tests
+              --skip GLOBS     do not run these tests; KERNEL:GLOB
+                               only in that kernel (base:ksft/uffd-*)
               --serial         boot the kernels one after the other
                                (default: at the same time)
               --full           the full matrix: base, debug, the
@@ -165,6 +166,22 @@ needs_main_source()
 	return 1
 }
 
+# The --skip globs that apply to kernel $1, each with a leading comma: a
+# glob without a kernel applies to every kernel, "KERNEL:GLOB" to that one
+# (e.g. base:ksft/uffd-unit-tests: the reference kernel leaves it out).
+skip_for()
+{
+	local k=$1 g globs=()
+	IFS=, read -r -a globs <<<"$2"
+	for g in "${globs[@]}"; do
+		case $g in
+		"$k":*) printf ',%s' "${g#*:}" ;;
+		*:*) ;;
+		?*) printf ',%s' "$g" ;;
+		esac
+	done
+}
+
 cmd_test()
 {
 	local kernels=base,debug only="" skip="" k labels=() rc=0 t0=$SECONDS cmdline serial=0
@@ -206,7 +223,7 @@ cmd_test()
 	# table shows the union ("-" where a kernel does not run a test).
 	: >"$RUN_DIR/expected"
 	for k in "${labels[@]}"; do
-		kskip[$k]=$(variant_skip "$k")${skip:+,$skip}
+		kskip[$k]=$(variant_skip "$k")$(skip_for "$k" "$skip")
 		expected_tests "$RUN_DIR/tests.list" "$only" "${kskip[$k]}" >"$RUN_DIR/expected.$k"
 		[[ -s $RUN_DIR/expected.$k ]] || die "no test selected for $k"
 		cat "$RUN_DIR/expected.$k" >>"$RUN_DIR/expected"
