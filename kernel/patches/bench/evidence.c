@@ -1,0 +1,1332 @@
+// SPDX-License-Identifier: MIT
+/*
+ * evidence: the workloads behind the cover letter's before/after tables,
+ * one scenario per claim of the series.  Run by "kernel/run evidence run"
+ * on the running kernel (a maintainer boots base, runs it, boots patched,
+ * runs it again) and, with --quick, in QEMU TCG guests by "kernel/run
+ * evidence tcg", where only the counts mean anything.
+ *
+ *   evidence [--quick] [--reps N] [--calls N] [--writers N] [--only S,S]
+ *            [--platform NAME] [--list]
+ *
+ * Scenarios (patch numbers of the v3 series):
+ *   cold              1  madvise(MADV_COLD) of a 2 MiB VMA, writers meanwhile
+ *   pageout           1  madvise(MADV_PAGEOUT) of 64 re-touched pages, writers
+ *   pageout_mprotect  1  MADV_PAGEOUT of VMA B while a thread mprotect()s
+ *                        A..C (three VMAs) and others fault on A and on C:
+ *                        the review's case (A is write-locked while the
+ *                        mprotect waits for B's VMA lock, held across reclaim)
+ *   vector            3  process_madvise(DONTNEED), 1024 one-page entries,
+ *                        the first spanning two VMAs, writers meanwhile
+ *   uring             4  IORING_OP_MADVISE(DONTNEED), one page per request:
+ *                        latency at queue depth 1 and CPU per request in
+ *                        batches of 256, plain and with IOSQE_ASYNC (io-wq)
+ *   uffd_dontneed     5  MADV_DONTNEED of 16 pages of a userfaultfd (MISSING)
+ *                        VMA, refilled by UFFDIO_COPY between calls, writers
+ *   remote_cold       6  process_madvise(MADV_COLD) of a child's 1024 VMAs,
+ *   remote_pageout    6  and MADV_PAGEOUT; the writers run in the child
+ *   nr_dontneed       -  no-regression: one thread, madvise(DONTNEED) of one
+ *                        touched page, nothing else running
+ *   nr_cold           -  no-regression: one thread, MADV_COLD of 16 pages
+ *   batch             -  SeongJae Park's table (his RFC of 2025-01): DONTNEED
+ *                        of a touched region in 4 KiB entries, madvise() per
+ *                        page (size 0) or process_madvise() vectors of 1..1024
+ *
+ * "Writers" are threads that mmap() 64 KiB, write its first page and
+ * munmap() it, timing each of the three steps.  Every scenario runs in its
+ * own child process; the repetitions are interleaved (every scenario once,
+ * then again, the order rotated) and each printed value is the median over
+ * the repetitions of that repetition's value (so "max" is the median of the
+ * per-repetition maxima).  The advisor's mmap_lock acquisitions are counted
+ * from the mmap_lock tracepoints, filtered to the advising thread and
+ * paused while it re-touches its pages (faults take mmap_lock on kernels
+ * without per-VMA locks); -1 where tracefs is not usable.
+ *
+ * Output: CSV lines "scenario,metric,value"; "meta,KEY,VALUE" and
+ * "info,SCENARIO,TEXT" describe the run.  Metric names end in _ns
+ * (timings), _ops (rates: depend on timing too) or neither (counts: the
+ * mechanism, valid under TCG).
+ *
+ * Build: gcc -O2 -static -pthread -o evidence evidence.c -luring
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <linux/userfaultfd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "guest.h"
+
+#ifndef MADV_COLD
+#define MADV_COLD 20
+#endif
+#ifndef MADV_PAGEOUT
+#define MADV_PAGEOUT 21
+#endif
+#ifndef __NR_process_madvise
+#define __NR_process_madvise 440
+#endif
+#ifndef __NR_pidfd_open
+#define __NR_pidfd_open 434
+#endif
+
+#define TRACE		"/sys/kernel/tracing/instances/madvx-evidence"
+#define PG		4096UL
+#define NVEC		1024	/* UIO_MAXIOV */
+#define WRITER_PG	16
+#define MAX_REPS	31
+#define MAX_METRICS	64
+#define MAX_WRITERS	64
+#define SAMPLE_CAP	(1UL << 20)
+#define URING_QD	256
+
+struct config {
+	int reps, writers, quick;
+	long calls;
+	size_t remote_vma_pages, batch_mib;
+	const char *only, *platform;
+};
+
+static struct config cfg = {
+	.reps = 5, .writers = 8, .calls = 2000,
+	.remote_vma_pages = 16, .batch_mib = 256,
+};
+
+/* ---- time ---------------------------------------------------------- */
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static uint64_t now_ns(void)
+{
+	return clock_ns(CLOCK_MONOTONIC);
+}
+
+/*
+ * The advising thread's CPU time.  The same accounting as
+ * getrusage(RUSAGE_THREAD), whose timeval would round a sub-microsecond
+ * call to zero.
+ */
+static uint64_t thread_cpu_ns(void)
+{
+	return clock_ns(CLOCK_THREAD_CPUTIME_ID);
+}
+
+/* CPU of the whole process: io-wq workers are threads of it. */
+static uint64_t process_cpu_ns(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ULL +
+	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ULL;
+}
+
+/* ---- latency samples, in memory shared with forked targets ---------- */
+
+struct samples {
+	atomic_ulong n;
+	uint64_t v[];
+};
+
+static struct samples *samples_new(void)
+{
+	struct samples *s = mmap(NULL, sizeof(*s) + SAMPLE_CAP * sizeof(uint64_t),
+				 PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	if (s == MAP_FAILED)
+		die("mmap samples");
+	return s;
+}
+
+/* Populated, so that recording a sample never faults inside a traced call. */
+static void samples_reset(struct samples *s, size_t expect)
+{
+	atomic_store(&s->n, 0);
+	memset(s->v, 0, (expect < SAMPLE_CAP ? expect : SAMPLE_CAP) * sizeof(uint64_t));
+}
+
+static void samples_add(struct samples *s, uint64_t v)
+{
+	unsigned long i = atomic_fetch_add_explicit(&s->n, 1, memory_order_relaxed);
+
+	if (i < SAMPLE_CAP)
+		s->v[i] = v;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* ---- results: filled by the scenario's child, read by the parent ---- */
+
+struct result {
+	int n, skipped;
+	char skip_reason[128];
+	char name[MAX_METRICS][40];
+	double v[MAX_METRICS];
+};
+
+static struct result *res;
+
+static void put(const char *name, double v)
+{
+	if (res->n >= MAX_METRICS) {
+		fprintf(stderr, "evidence: too many metrics (%s)\n", name);
+		exit(1);
+	}
+	snprintf(res->name[res->n], sizeof(res->name[0]), "%s", name);
+	res->v[res->n++] = v;
+}
+
+/* @what_p50_ns, _p99_ns, _max_ns and @what_ops (how many were timed). */
+static void put_latency(const char *what, struct samples *s)
+{
+	unsigned long n = atomic_load(&s->n);
+	char name[40];
+
+	if (n > SAMPLE_CAP)
+		n = SAMPLE_CAP;
+	snprintf(name, sizeof(name), "%s_ops", what);
+	put(name, n);
+	if (!n)
+		return;
+	qsort(s->v, n, sizeof(uint64_t), cmp_u64);
+	snprintf(name, sizeof(name), "%s_p50_ns", what);
+	put(name, s->v[(n - 1) / 2]);
+	snprintf(name, sizeof(name), "%s_p99_ns", what);
+	put(name, s->v[(n - 1) * 99 / 100]);
+	snprintf(name, sizeof(name), "%s_max_ns", what);
+	put(name, s->v[n - 1]);
+}
+
+static void skip(const char *why)
+{
+	res->skipped = 1;
+	snprintf(res->skip_reason, sizeof(res->skip_reason), "%s: %s", why, strerror(errno));
+}
+
+/* ---- mmap_lock (and io-wq) events of one thread --------------------- */
+
+struct lockcount {
+	long acq_read, acq_write, punts, lost;
+};
+
+static bool trace_ok;
+
+/* guest.h's trace_put() dies; setting up may fail (no tracefs, no root). */
+static bool trace_try(const char *file, const char *val)
+{
+	char path[256];
+	ssize_t len = strlen(val);
+	int fd;
+	bool ok;
+
+	snprintf(path, sizeof(path), "%s/%s", TRACE, file);
+	fd = open(path, O_WRONLY | O_TRUNC);
+	if (fd < 0)
+		return false;
+	ok = write(fd, val, len) == len;
+	close(fd);
+	return ok;
+}
+
+/* An instance of our own, off, recording @tid's mmap_lock events. */
+static void trace_open(pid_t tid, bool uring)
+{
+	char buf[32];
+
+	rmdir(TRACE);
+	trace_ok = !mkdir(TRACE, 0755) || errno == EEXIST;
+	snprintf(buf, sizeof(buf), "%d", tid);
+	trace_ok = trace_ok && trace_try("tracing_on", "0") &&
+		   trace_try("buffer_size_kb", "8192") &&
+		   trace_try("set_event_pid", buf) &&
+		   trace_try("events/mmap_lock/mmap_lock_acquire_returned/enable", "1");
+	if (trace_ok && uring &&
+	    !trace_try("events/io_uring/io_uring_queue_async_work/enable", "1"))
+		trace_ok = false;
+}
+
+static void trace_on(void)
+{
+	if (trace_ok)
+		trace_put(TRACE, "tracing_on", "1");
+}
+
+static void trace_off(void)
+{
+	if (trace_ok)
+		trace_put(TRACE, "tracing_on", "0");
+}
+
+static void trace_parse_line(const char *line, struct lockcount *c)
+{
+	const char *p = strstr(line, "entries-in-buffer/entries-written:");
+	long inbuf, written;
+
+	if (p && sscanf(p, "entries-in-buffer/entries-written: %ld/%ld", &inbuf, &written) == 2)
+		c->lost = written > inbuf ? written - inbuf : 0;
+	if (line[0] == '#')
+		return;
+	if (strstr(line, "io_uring_queue_async_work"))
+		c->punts++;
+	else if (strstr(line, "mmap_lock_acquire_returned") && strstr(line, "success=true"))
+		*(strstr(line, "write=true") ? &c->acq_write : &c->acq_read) += 1;
+}
+
+/* Stop, count what was recorded since the last take, clear the buffer. */
+static void trace_take(struct lockcount *c)
+{
+	char line[512];
+	FILE *f;
+
+	memset(c, 0, sizeof(*c));
+	if (!trace_ok) {
+		c->acq_read = c->acq_write = c->punts = c->lost = -1;
+		return;
+	}
+	trace_off();
+	f = fopen(TRACE "/trace", "r");
+	if (!f)
+		die("trace");
+	while (fgets(line, sizeof(line), f))
+		trace_parse_line(line, c);
+	fclose(f);
+	trace_put(TRACE, "trace", "");
+}
+
+static void trace_close(void)
+{
+	if (trace_ok)
+		trace_try("events/enable", "0");
+	rmdir(TRACE);
+}
+
+static void put_locks(const char *prefix, const struct lockcount *c)
+{
+	char name[40];
+
+	snprintf(name, sizeof(name), "%smmap_lock", prefix);
+	put(name, c->acq_read < 0 ? -1 : c->acq_read + c->acq_write);
+	snprintf(name, sizeof(name), "%smmap_lock_write", prefix);
+	put(name, c->acq_write);
+	snprintf(name, sizeof(name), "%strace_lost", prefix);
+	put(name, c->lost);
+}
+
+/* ---- writers: mmap, first write, munmap of 64 KiB, each timed ------- */
+
+struct writers {
+	atomic_bool stop, measuring;
+	atomic_int running;
+	struct samples *mmap, *fault, *munmap;
+};
+
+static struct writers *wr;
+
+static void *writer(void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&wr->running, 1);
+	while (!atomic_load_explicit(&wr->stop, memory_order_relaxed)) {
+		uint64_t t0 = now_ns(), t1, t2, t3;
+		char *p = mmap(NULL, WRITER_PG * PG, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p == MAP_FAILED)
+			die("writer mmap");
+		t1 = now_ns();
+		p[0] = 1;
+		t2 = now_ns();
+		munmap(p, WRITER_PG * PG);
+		t3 = now_ns();
+		if (!atomic_load_explicit(&wr->measuring, memory_order_relaxed))
+			continue;
+		samples_add(wr->mmap, t1 - t0);
+		samples_add(wr->fault, t2 - t1);
+		samples_add(wr->munmap, t3 - t2);
+	}
+	return NULL;
+}
+
+static void writers_reset(void)
+{
+	atomic_store(&wr->stop, false);
+	atomic_store(&wr->measuring, false);
+	atomic_store(&wr->running, 0);
+	samples_reset(wr->mmap, 0);
+	samples_reset(wr->fault, 0);
+	samples_reset(wr->munmap, 0);
+}
+
+static void writers_start(pthread_t *tids, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (pthread_create(&tids[i], NULL, writer, NULL))
+			die("pthread_create");
+	while (atomic_load(&wr->running) < n)
+		usleep(1000);
+}
+
+static void writers_stop(pthread_t *tids, int n)
+{
+	atomic_store(&wr->stop, true);
+	for (int i = 0; i < n; i++)
+		pthread_join(tids[i], NULL);
+}
+
+static void put_writers(void)
+{
+	put_latency("mmap", wr->mmap);
+	put_latency("fault", wr->fault);
+	put_latency("munmap", wr->munmap);
+}
+
+/* ---- the advisor: timed, traced calls with untimed preparation ------ */
+
+struct advisor {
+	long calls;
+	int (*advise)(void *arg);
+	void (*prep)(void *arg);	/* before each call; untimed, untraced */
+	void *arg;
+};
+
+static int run_advisor(const struct advisor *a)
+{
+	uint64_t *lat = calloc(a->calls, sizeof(uint64_t)), cpu = 0;
+	struct samples *s = samples_new();
+	struct lockcount lc;
+	long errors = 0;
+
+	if (!lat)
+		die("calloc");
+	/* Its first faults outside the trace (see warm_up()). */
+	memset(lat, 0, a->calls * sizeof(uint64_t));
+	samples_reset(s, a->calls);
+	trace_open(gettid(), false);
+	atomic_store(&wr->measuring, true);
+	for (long i = 0; i < a->calls; i++) {
+		uint64_t t0, c0;
+
+		if (a->prep)
+			a->prep(a->arg);
+		trace_on();
+		c0 = thread_cpu_ns();
+		t0 = now_ns();
+		errors += a->advise(a->arg) != 0;
+		lat[i] = now_ns() - t0;
+		cpu += thread_cpu_ns() - c0;
+		trace_off();
+	}
+	atomic_store(&wr->measuring, false);
+	trace_take(&lc);
+	trace_close();
+	for (long i = 0; i < a->calls; i++)
+		samples_add(s, lat[i]);
+	put("calls", a->calls);
+	put("errors", errors);
+	put_latency("advisor", s);
+	put("advisor_cpu_ns", (double)cpu / a->calls);
+	put_locks("advisor_", &lc);
+	munmap(s, sizeof(*s) + SAMPLE_CAP * sizeof(uint64_t));
+	free(lat);
+	return errors ? 1 : 0;
+}
+
+/* ---- regions --------------------------------------------------------- */
+
+static char *map_anon(size_t len, int prot)
+{
+	char *p = mmap(NULL, len, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		die("mmap");
+	/* 4 KiB pages: the workloads count pages, as the RFCs did. */
+	madvise(p, len, MADV_NOHUGEPAGE);
+	return p;
+}
+
+static void touch(char *p, size_t len)
+{
+	for (size_t o = 0; o < len; o += PG)
+		p[o] = (char)(o / PG + 1);
+}
+
+struct range {
+	char *p;
+	size_t len;
+	int advice;
+};
+
+static int advise_range(void *arg)
+{
+	struct range *r = arg;
+
+	return madvise(r->p, r->len, r->advice);
+}
+
+static void prep_touch(void *arg)
+{
+	struct range *r = arg;
+
+	touch(r->p, r->len);
+}
+
+/* One local advice on one VMA, with @nwriters writers. */
+static int scenario_local(size_t len, int advice, bool retouch, int nwriters)
+{
+	pthread_t tids[MAX_WRITERS];
+	struct range r = { map_anon(len, PROT_READ | PROT_WRITE), len, advice };
+	struct advisor a = {
+		.calls = cfg.calls, .advise = advise_range,
+		.prep = retouch ? prep_touch : NULL, .arg = &r,
+	};
+	int rc;
+
+	touch(r.p, len);
+	writers_start(tids, nwriters);
+	rc = run_advisor(&a);
+	writers_stop(tids, nwriters);
+	put("writers", nwriters);
+	put_writers();
+	return rc;
+}
+
+static int run_cold(void)
+{
+	return scenario_local(2UL << 20, MADV_COLD, false, cfg.writers);
+}
+
+static int run_pageout(void)
+{
+	return scenario_local(64 * PG, MADV_PAGEOUT, true, cfg.writers);
+}
+
+static int run_nr_dontneed(void)
+{
+	long calls = cfg.calls;
+	int rc;
+
+	cfg.calls *= 5;		/* cheap calls: more of them for the tail */
+	rc = scenario_local(PG, MADV_DONTNEED, true, 0);
+	cfg.calls = calls;
+	return rc;
+}
+
+static int run_nr_cold(void)
+{
+	return scenario_local(16 * PG, MADV_COLD, false, 0);
+}
+
+/* ---- pageout_mprotect: the review's multi-VMA writer case ----------- */
+
+#define MP_EDGE_PG	64
+#define MP_MID_PG	256
+
+struct mp_layout {
+	char *a, *b, *c;	/* three VMAs, B in the middle */
+	atomic_bool stop;
+	struct samples *mprotect, *fault_a, *fault_c;
+};
+
+static struct mp_layout mp;
+
+/*
+ * mprotect() of A..C toggling PROT_EXEC: it changes every VMA (so write-
+ * locks A, then waits for B) and leaves them writable for the advisor's
+ * re-touching and the faulting threads.  munmap() of several VMAs locks
+ * them in the same order (vms_gather_munmap_vmas()), but would destroy the
+ * layout at every step.
+ */
+static void *mp_mprotect(void *arg)
+{
+	size_t len = (2 * MP_EDGE_PG + MP_MID_PG) * PG;
+	int rw = PROT_READ | PROT_WRITE;
+
+	(void)arg;
+	for (int i = 0; !atomic_load(&mp.stop); i++) {
+		uint64_t t0 = now_ns();
+
+		if (mprotect(mp.a, len, i & 1 ? rw : rw | PROT_EXEC))
+			die("mprotect A..C");
+		if (atomic_load_explicit(&wr->measuring, memory_order_relaxed))
+			samples_add(mp.mprotect, now_ns() - t0);
+	}
+	return NULL;
+}
+
+/* Zap one page of @arg's VMA (untimed), then time the fault that refills it. */
+static void *mp_faulter(void *arg)
+{
+	char *vma = arg == mp.fault_a ? mp.a : mp.c;
+	struct samples *s = arg;
+
+	for (size_t i = 0; !atomic_load(&mp.stop); i = (i + 1) % MP_EDGE_PG) {
+		char *p = vma + i * PG;
+		uint64_t t0;
+
+		madvise(p, PG, MADV_DONTNEED);
+		t0 = now_ns();
+		*(volatile char *)p = 1;
+		if (atomic_load_explicit(&wr->measuring, memory_order_relaxed))
+			samples_add(s, now_ns() - t0);
+	}
+	return NULL;
+}
+
+/*
+ * [guard][A][B][C][guard]: B is VM_DONTCOPY (MADV_DONTFORK), so A, B and C
+ * stay three VMAs whatever their protections; the PROT_NONE guards keep A
+ * and C from merging with neighbours.
+ */
+static void mp_map(void)
+{
+	size_t pages = 2 + 2 * MP_EDGE_PG + MP_MID_PG;
+	char *p = map_anon(pages * PG, PROT_NONE);
+
+	mp.a = p + PG;
+	mp.b = mp.a + MP_EDGE_PG * PG;
+	mp.c = mp.b + MP_MID_PG * PG;
+	if (mprotect(mp.a, (pages - 2) * PG, PROT_READ | PROT_WRITE) ||
+	    madvise(mp.b, MP_MID_PG * PG, MADV_DONTFORK))
+		die("pageout_mprotect layout");
+	touch(mp.a, (pages - 2) * PG);
+}
+
+static int run_pageout_mprotect(void)
+{
+	struct range r = { NULL, MP_MID_PG * PG, MADV_PAGEOUT };
+	struct advisor a = {
+		.calls = cfg.calls, .advise = advise_range, .prep = prep_touch, .arg = &r,
+	};
+	pthread_t t[3];
+	int rc;
+
+	mp_map();
+	r.p = mp.b;
+	mp.mprotect = samples_new();
+	mp.fault_a = samples_new();
+	mp.fault_c = samples_new();
+	if (pthread_create(&t[0], NULL, mp_mprotect, NULL) ||
+	    pthread_create(&t[1], NULL, mp_faulter, mp.fault_a) ||
+	    pthread_create(&t[2], NULL, mp_faulter, mp.fault_c))
+		die("pthread_create");
+	rc = run_advisor(&a);
+	atomic_store(&mp.stop, true);
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	put_latency("mprotect", mp.mprotect);
+	put_latency("fault_a", mp.fault_a);
+	put_latency("fault_c", mp.fault_c);
+	return rc;
+}
+
+/* ---- vector: process_madvise(DONTNEED), first entry spans two VMAs --- */
+
+static int pidfd_self(void)
+{
+	int fd = syscall(__NR_pidfd_open, getpid(), 0);
+
+	if (fd < 0)
+		die("pidfd_open");
+	return fd;
+}
+
+struct vec {
+	int pidfd, advice;
+	struct iovec *iov;
+	size_t n, bytes;
+	char *p;
+	size_t len;
+};
+
+static int advise_vector(void *arg)
+{
+	struct vec *v = arg;
+
+	return syscall(__NR_process_madvise, v->pidfd, v->iov, v->n, v->advice, 0) !=
+	       (long)v->bytes;
+}
+
+/* The writable (even) one-page VMAs again. */
+static void prep_vector(void *arg)
+{
+	struct vec *v = arg;
+
+	for (size_t o = 0; o < v->len; o += 2 * PG)
+		v->p[o] = 1;
+}
+
+static int run_vector(void)
+{
+	pthread_t tids[MAX_WRITERS];
+	struct iovec iov[NVEC];
+	struct vec v = {
+		.pidfd = pidfd_self(), .advice = MADV_DONTNEED, .iov = iov,
+		.n = NVEC, .bytes = (NVEC + 1) * PG,
+	};
+	struct advisor a = {
+		.calls = cfg.calls / 4 ? cfg.calls / 4 : 1, .advise = advise_vector,
+		.prep = prep_vector, .arg = &v,
+	};
+	int rc;
+
+	/* 1025 one-page VMAs: alternate protections keep them apart. */
+	v.len = (NVEC + 1) * PG;
+	v.p = map_anon(v.len, PROT_READ | PROT_WRITE);
+	touch(v.p, v.len);
+	for (size_t i = 1; i < NVEC + 1; i += 2)
+		if (mprotect(v.p + i * PG, PG, PROT_READ))
+			die("mprotect");
+	for (int i = 0; i < NVEC; i++)
+		iov[i] = (struct iovec){ v.p + i * PG, PG };
+	iov[0].iov_len = 2 * PG;
+	writers_start(tids, cfg.writers);
+	rc = run_advisor(&a);
+	writers_stop(tids, cfg.writers);
+	put("writers", cfg.writers);
+	put_writers();
+	return rc;
+}
+
+/* ---- uring: IORING_OP_MADVISE(DONTNEED), one page per request -------- */
+
+static void uring_submit(struct io_uring *ring, char *p, size_t n, unsigned int flags)
+{
+	struct io_uring_cqe *cqe;
+
+	for (size_t i = 0; i < n; i++) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+
+		io_uring_prep_madvise(sqe, p + i * PG, PG, MADV_DONTNEED);
+		sqe->flags |= flags;
+	}
+	if (io_uring_submit_and_wait(ring, n) != (int)n)
+		die("io_uring_submit_and_wait");
+	for (size_t i = 0; i < n; i++) {
+		if (io_uring_wait_cqe(ring, &cqe))
+			die("io_uring_wait_cqe");
+		if (cqe->res) {
+			errno = -cqe->res;
+			die("IORING_OP_MADVISE");
+		}
+		io_uring_cqe_seen(ring, cqe);
+	}
+}
+
+/* Queue depth 1: submit one request, wait for its CQE; latency each. */
+static void uring_latency(struct io_uring *ring, char *p, unsigned int flags,
+			  const char *what)
+{
+	struct samples *s = samples_new();
+	long calls = cfg.calls;
+
+	samples_reset(s, calls);
+	for (long i = 0; i < calls; i++) {
+		uint64_t t0;
+
+		p[0] = 1;
+		t0 = now_ns();
+		uring_submit(ring, p, 1, flags);
+		samples_add(s, now_ns() - t0);
+	}
+	put_latency(what, s);
+	munmap(s, sizeof(*s) + SAMPLE_CAP * sizeof(uint64_t));
+}
+
+/* Batches of URING_QD: process CPU (io-wq included) and io-wq punts. */
+static void uring_cpu(struct io_uring *ring, char *p, unsigned int flags, const char *what)
+{
+	long batches = cfg.calls / URING_QD > 4 ? cfg.calls / URING_QD : 4;
+	uint64_t cpu = 0, wall = 0;
+	struct lockcount lc;
+	char name[40];
+
+	trace_open(gettid(), true);
+	for (long b = 0; b < batches; b++) {
+		uint64_t c0, t0;
+
+		touch(p, URING_QD * PG);
+		trace_on();
+		c0 = process_cpu_ns();
+		t0 = now_ns();
+		uring_submit(ring, p, URING_QD, flags);
+		wall += now_ns() - t0;
+		cpu += process_cpu_ns() - c0;
+		trace_off();
+	}
+	trace_take(&lc);
+	trace_close();
+	snprintf(name, sizeof(name), "%s_cpu_per_req_ns", what);
+	put(name, (double)cpu / (batches * URING_QD));
+	snprintf(name, sizeof(name), "%s_wall_per_req_ns", what);
+	put(name, (double)wall / (batches * URING_QD));
+	snprintf(name, sizeof(name), "%s_requests", what);
+	put(name, batches * URING_QD);
+	snprintf(name, sizeof(name), "%s_iowq_punts", what);
+	put(name, lc.punts);
+	snprintf(name, sizeof(name), "%s_", what);
+	put_locks(name, &lc);
+}
+
+static int run_uring(void)
+{
+	char *p = map_anon(URING_QD * PG, PROT_READ | PROT_WRITE);
+	struct io_uring ring;
+	int ret = io_uring_queue_init(URING_QD, &ring, 0);
+
+	if (ret) {
+		errno = -ret;
+		skip("io_uring_queue_init");
+		return 0;
+	}
+	uring_latency(&ring, p, 0, "inline");
+	uring_latency(&ring, p, IOSQE_ASYNC, "async");
+	uring_cpu(&ring, p, 0, "inline");
+	uring_cpu(&ring, p, IOSQE_ASYNC, "async");
+	io_uring_queue_exit(&ring);
+	return 0;
+}
+
+/* ---- uffd_dontneed: DONTNEED on a userfaultfd (MISSING) VMA ---------- */
+
+struct uffd_range {
+	struct range r;
+	int uffd;
+	char *src;
+};
+
+/* Refill the zapped pages the way a GC heap would: UFFDIO_COPY. */
+static void prep_uffd(void *arg)
+{
+	struct uffd_range *u = arg;
+	struct uffdio_copy copy = {
+		.dst = (unsigned long)u->r.p, .src = (unsigned long)u->src, .len = u->r.len,
+	};
+
+	if (ioctl(u->uffd, UFFDIO_COPY, &copy) && errno != EEXIST)
+		die("UFFDIO_COPY");
+}
+
+static int uffd_open(char *p, size_t len)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg = {
+		.range = { .start = (unsigned long)p, .len = len },
+		.mode = UFFDIO_REGISTER_MODE_MISSING,
+	};
+	int fd = syscall(__NR_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+
+	if (fd < 0)
+		return -1;
+	if (ioctl(fd, UFFDIO_API, &api) || ioctl(fd, UFFDIO_REGISTER, &reg)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int run_uffd_dontneed(void)
+{
+	pthread_t tids[MAX_WRITERS];
+	struct uffd_range u = {
+		.r = { map_anon(16 * PG, PROT_READ | PROT_WRITE), 16 * PG, MADV_DONTNEED },
+	};
+	struct advisor a = {
+		.calls = cfg.calls, .advise = advise_range, .prep = prep_uffd, .arg = &u,
+	};
+	int rc;
+
+	u.src = map_anon(16 * PG, PROT_READ | PROT_WRITE);
+	touch(u.src, 16 * PG);
+	touch(u.r.p, 16 * PG);
+	/* Registered after it was populated, as a GC heap is. */
+	u.uffd = uffd_open(u.r.p, u.r.len);
+	if (u.uffd < 0) {
+		skip("userfaultfd");
+		return 0;
+	}
+	madvise(u.r.p, u.r.len, MADV_DONTNEED);
+	writers_start(tids, cfg.writers);
+	rc = run_advisor(&a);
+	writers_stop(tids, cfg.writers);
+	put("writers", cfg.writers);
+	put_writers();
+	close(u.uffd);
+	return rc;
+}
+
+/* ---- remote: process_madvise() of a child's VMAs, writers in it ------ */
+
+struct remote_ctl {
+	atomic_long round, touched;
+	atomic_bool stop;
+};
+
+static struct remote_ctl *rc_ctl;
+
+static void remote_touch(char *p, size_t vma_len)
+{
+	for (size_t i = 0; i < NVEC; i++)
+		touch(p + 2 * i * vma_len, vma_len);
+}
+
+/*
+ * The target: NVEC writable VMAs, each followed by a read-only one that
+ * keeps it apart, touched again whenever the parent starts a round.
+ */
+static void remote_target(int to_parent)
+{
+	size_t vma_len = cfg.remote_vma_pages * PG, len = 2 * NVEC * vma_len;
+	pthread_t tids[MAX_WRITERS];
+	char *p = map_anon(len, PROT_READ | PROT_WRITE);
+	long seen = 0;
+
+	for (size_t o = vma_len; o < len; o += 2 * vma_len)
+		if (mprotect(p + o, vma_len, PROT_READ))
+			die("mprotect");
+	remote_touch(p, vma_len);
+	writers_start(tids, cfg.writers);
+	if (write(to_parent, &p, sizeof(p)) != sizeof(p))
+		die("write");
+	while (!atomic_load(&rc_ctl->stop)) {
+		long r = atomic_load(&rc_ctl->round);
+
+		if (r == seen) {
+			usleep(100);
+			continue;
+		}
+		remote_touch(p, vma_len);
+		seen = r;
+		atomic_store(&rc_ctl->touched, r);
+	}
+	writers_stop(tids, cfg.writers);
+	_exit(0);
+}
+
+/* Ask the target to touch its VMAs again and wait until it has. */
+static void prep_remote(void *arg)
+{
+	long r = atomic_fetch_add(&rc_ctl->round, 1) + 1;
+
+	(void)arg;
+	while (atomic_load(&rc_ctl->touched) != r)
+		usleep(100);
+}
+
+static int run_remote(int advice)
+{
+	size_t vma_len = cfg.remote_vma_pages * PG;
+	struct iovec iov[NVEC];
+	struct vec v = {
+		.pidfd = -1, .advice = advice, .iov = iov, .n = NVEC,
+		.bytes = NVEC * vma_len,
+	};
+	struct advisor a = {
+		.calls = cfg.calls / 50 > 2 ? cfg.calls / 50 : 2, .advise = advise_vector,
+		.prep = prep_remote, .arg = &v,
+	};
+	int pipefd[2], status, ret;
+	char *p;
+	pid_t pid;
+
+	rc_ctl = mmap(NULL, sizeof(*rc_ctl), PROT_READ | PROT_WRITE,
+		      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (rc_ctl == MAP_FAILED || pipe(pipefd))
+		die("remote setup");
+	pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (!pid)
+		remote_target(pipefd[1]);
+	if (read(pipefd[0], &p, sizeof(p)) != sizeof(p))
+		die("the target did not start");
+	v.pidfd = syscall(__NR_pidfd_open, pid, 0);
+	for (int i = 0; i < NVEC; i++)
+		iov[i] = (struct iovec){ p + 2UL * i * vma_len, vma_len };
+	if (v.pidfd < 0 || syscall(__NR_process_madvise, v.pidfd, iov, 1, advice, 0) < 0) {
+		skip("remote process_madvise");
+		ret = 0;
+	} else {
+		ret = run_advisor(&a);
+	}
+	atomic_store(&rc_ctl->stop, true);
+	waitpid(pid, &status, 0);
+	put("writers", cfg.writers);
+	put_writers();
+	return ret || !WIFEXITED(status) || WEXITSTATUS(status);
+}
+
+static int run_remote_cold(void)
+{
+	return run_remote(MADV_COLD);
+}
+
+static int run_remote_pageout(void)
+{
+	return run_remote(MADV_PAGEOUT);
+}
+
+/* ---- batch: SeongJae Park's table ------------------------------------ */
+
+static const int batch_sizes[] = { 0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024 };
+#define NBATCH (sizeof(batch_sizes) / sizeof(batch_sizes[0]))
+
+/* DONTNEED of every page of @iov, @size entries a call (0: madvise() each). */
+static void batch_apply(int pidfd, struct iovec *iov, size_t pages, int size)
+{
+	for (size_t i = 0; i < pages; i += size ? size : 1) {
+		size_t n = size && pages - i > (size_t)size ? (size_t)size : pages - i;
+
+		if (!size) {
+			if (madvise(iov[i].iov_base, PG, MADV_DONTNEED))
+				die("madvise");
+		} else if (syscall(__NR_process_madvise, pidfd, iov + i, n, MADV_DONTNEED, 0) !=
+			   (long)(n * PG)) {
+			die("process_madvise");
+		}
+	}
+}
+
+static int run_batch(void)
+{
+	size_t len = cfg.batch_mib << 20, pages = len / PG;
+	struct iovec *iov = calloc(pages, sizeof(*iov));
+	char *p = map_anon(len, PROT_READ | PROT_WRITE);
+	int pidfd = pidfd_self();
+	struct lockcount lc;
+	char name[40];
+
+	if (!iov)
+		die("calloc");
+	for (size_t i = 0; i < pages; i++)
+		iov[i] = (struct iovec){ p + i * PG, PG };
+	trace_open(gettid(), false);
+	for (size_t k = 0; k < NBATCH; k++) {
+		uint64_t t0, ns;
+
+		touch(p, len);
+		trace_on();
+		t0 = now_ns();
+		batch_apply(pidfd, iov, pages, batch_sizes[k]);
+		ns = now_ns() - t0;
+		trace_take(&lc);
+		snprintf(name, sizeof(name), "b%d_total_ns", batch_sizes[k]);
+		put(name, ns);
+		snprintf(name, sizeof(name), "b%d_per_page_ns", batch_sizes[k]);
+		put(name, (double)ns / pages);
+		snprintf(name, sizeof(name), "b%d_mmap_lock", batch_sizes[k]);
+		put(name, lc.acq_read < 0 ? -1 : lc.acq_read + lc.acq_write);
+	}
+	trace_close();
+	put("pages", pages);
+	free(iov);
+	return 0;
+}
+
+/* ---- scenarios, repetitions, medians --------------------------------- */
+
+struct scenario {
+	const char *name, *patch, *what;
+	int (*run)(void);
+};
+
+static const struct scenario scenarios[] = {
+	{ "cold", "1", "MADV_COLD of a 2 MiB VMA; writers mmap/fault/munmap meanwhile", run_cold },
+	{ "pageout", "1", "MADV_PAGEOUT of 64 re-touched pages; writers meanwhile", run_pageout },
+	{ "pageout_mprotect", "1",
+	  "MADV_PAGEOUT of VMA B (256 pages) while mprotect() covers A..C and threads fault on A and C",
+	  run_pageout_mprotect },
+	{ "vector", "3",
+	  "process_madvise(DONTNEED) of 1024 one-page entries, the first spanning two VMAs; writers",
+	  run_vector },
+	{ "uring", "4",
+	  "IORING_OP_MADVISE(DONTNEED) of one page: depth-1 latency, CPU per request in batches of 256; inline vs IOSQE_ASYNC",
+	  run_uring },
+	{ "uffd_dontneed", "5",
+	  "MADV_DONTNEED of 16 pages of a userfaultfd (MISSING) VMA, refilled by UFFDIO_COPY; writers",
+	  run_uffd_dontneed },
+	{ "remote_cold", "6",
+	  "process_madvise(MADV_COLD) of a child's 1024 VMAs; writers in the child", run_remote_cold },
+	{ "remote_pageout", "6",
+	  "process_madvise(MADV_PAGEOUT) of a child's 1024 VMAs; writers in the child",
+	  run_remote_pageout },
+	{ "nr_dontneed", "none", "no-regression: one thread, madvise(DONTNEED) of one touched page",
+	  run_nr_dontneed },
+	{ "nr_cold", "none", "no-regression: one thread, MADV_COLD of 16 pages", run_nr_cold },
+	{ "batch", "none",
+	  "no-regression, SeongJae Park's table: DONTNEED of a touched region in 4 KiB entries, madvise() per page (size 0) or process_madvise() vectors",
+	  run_batch },
+};
+#define NSCEN (sizeof(scenarios) / sizeof(scenarios[0]))
+
+struct collected {
+	int reps, errors;
+	char skip_reason[128];
+	char name[MAX_METRICS][40];
+	double v[MAX_METRICS][MAX_REPS];
+	int nv[MAX_METRICS];	/* repetitions that reported the metric */
+	int n;
+};
+
+static bool selected(const char *name)
+{
+	const char *o = cfg.only;
+	size_t len = strlen(name);
+
+	if (!o)
+		return true;
+	for (; o; o = strchr(o, ',') ? strchr(o, ',') + 1 : NULL)
+		if (!strncmp(o, name, len) && (o[len] == ',' || !o[len]))
+			return true;
+	return false;
+}
+
+/*
+ * A child's first use of the vDSO faults, and a fault on a VMA without an
+ * anon_vma yet takes mmap_lock even on 7.3: neither may fall inside a
+ * traced call and count as the advice's.
+ */
+static void warm_up(void)
+{
+	now_ns();
+	thread_cpu_ns();
+	process_cpu_ns();
+}
+
+/* One repetition of one scenario, in a child: a fresh mm every time. */
+static int run_one(const struct scenario *s)
+{
+	int status;
+	pid_t pid;
+
+	memset(res, 0, sizeof(*res));
+	writers_reset();
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (!pid) {
+		warm_up();
+		_exit(s->run());
+	}
+	if (waitpid(pid, &status, 0) < 0)
+		die("waitpid");
+	return !WIFEXITED(status) || WEXITSTATUS(status);
+}
+
+static void collect(struct collected *c)
+{
+	for (int i = 0; i < res->n; i++) {
+		int k;
+
+		for (k = 0; k < c->n && strcmp(c->name[k], res->name[i]); k++)
+			;
+		if (k == c->n) {
+			if (c->n == MAX_METRICS)
+				continue;
+			strcpy(c->name[c->n++], res->name[i]);
+		}
+		c->v[k][c->nv[k]++] = res->v[i];
+	}
+	c->reps++;
+}
+
+static double median(double *v, int n)
+{
+	double s[MAX_REPS];
+
+	memcpy(s, v, n * sizeof(double));
+	qsort(s, n, sizeof(double), cmp_double);
+	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+static void print_scenario(const struct scenario *s, const struct collected *c)
+{
+	printf("info,%s,patch %s: %s\n", s->name, s->patch, s->what);
+	if (c->skip_reason[0]) {
+		printf("%s,skipped,1\ninfo,%s,skipped: %s\n", s->name, s->name, c->skip_reason);
+		return;
+	}
+	printf("%s,reps,%d\n", s->name, c->reps);
+	if (c->errors)
+		printf("%s,failed_reps,%d\n", s->name, c->errors);
+	for (int k = 0; k < c->n; k++)
+		printf("%s,%s,%.0f\n", s->name, c->name[k], median((double *)c->v[k], c->nv[k]));
+}
+
+/* "qemu-tcg" where the CPU says so, "vm" under another hypervisor. */
+static const char *detect_platform(void)
+{
+	char line[256];
+	bool hv = false, tcg = false;
+	FILE *f = fopen("/proc/cpuinfo", "r");
+
+	if (!f)
+		return "unknown";
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "model name", 10) && strstr(line, "TCG"))
+			tcg = true;
+		if (!strncmp(line, "flags", 5) && strstr(line, " hypervisor"))
+			hv = true;
+	}
+	fclose(f);
+	return tcg ? "qemu-tcg" : hv ? "vm" : "bare-metal";
+}
+
+static long meminfo_kb(const char *key)
+{
+	char line[256];
+	long v = -1;
+	size_t len = strlen(key);
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, len) && line[len] == ':')
+			v = atol(line + len + 1);
+	fclose(f);
+	return v;
+}
+
+static void print_meta(void)
+{
+	struct utsname u;
+
+	uname(&u);
+	printf("meta,kernel,%s\nmeta,arch,%s\n", u.release, u.machine);
+	printf("meta,platform,%s\n", cfg.platform ? cfg.platform : detect_platform());
+	printf("meta,cpus,%ld\nmeta,swap_kb,%ld\n", sysconf(_SC_NPROCESSORS_ONLN),
+	       meminfo_kb("SwapTotal"));
+	printf("meta,quick,%d\nmeta,reps,%d\nmeta,calls,%ld\nmeta,writers,%d\n",
+	       cfg.quick, cfg.reps, cfg.calls, cfg.writers);
+	printf("meta,tracefs,%s\n", access("/sys/kernel/tracing/instances", W_OK) ?
+	       "unavailable (mmap_lock counts are -1)" : "yes");
+}
+
+static void usage(const char *argv0)
+{
+	fprintf(stderr, "usage: %s [--quick] [--reps N] [--calls N] [--writers N] "
+		"[--only S,S] [--platform NAME] [--list]\n", argv0);
+	exit(2);
+}
+
+static void parse_args(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(a, "--quick")) {
+			cfg.quick = 1;
+			cfg.reps = 3;
+			cfg.calls = 40;
+			cfg.writers = 2;
+			cfg.remote_vma_pages = 4;
+			cfg.batch_mib = 16;
+			continue;
+		}
+		if (!strcmp(a, "--list")) {
+			for (size_t k = 0; k < NSCEN; k++)
+				printf("%s\n", scenarios[k].name);
+			exit(0);
+		}
+		if (!v)
+			usage(argv[0]);
+		i++;
+		if (!strcmp(a, "--reps"))
+			cfg.reps = atoi(v);
+		else if (!strcmp(a, "--calls"))
+			cfg.calls = atol(v);
+		else if (!strcmp(a, "--writers"))
+			cfg.writers = atoi(v);
+		else if (!strcmp(a, "--only"))
+			cfg.only = v;
+		else if (!strcmp(a, "--platform"))
+			cfg.platform = v;
+		else
+			usage(argv[0]);
+	}
+	if (cfg.reps < 1 || cfg.reps > MAX_REPS || cfg.calls < 1 || cfg.writers < 0 ||
+	    cfg.writers > MAX_WRITERS)
+		usage(argv[0]);
+}
+
+static void *shared(size_t size)
+{
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		die("mmap shared");
+	return p;
+}
+
+int main(int argc, char **argv)
+{
+	static struct collected col[NSCEN];
+	int failed = 0;
+
+	parse_args(argc, argv);
+	res = shared(sizeof(*res));
+	wr = shared(sizeof(*wr));
+	wr->mmap = samples_new();
+	wr->fault = samples_new();
+	wr->munmap = samples_new();
+	print_meta();
+	for (int rep = 0; rep < cfg.reps; rep++) {
+		for (size_t j = 0; j < NSCEN; j++) {
+			size_t k = (j + rep) % NSCEN;
+			struct collected *c = &col[k];
+
+			if (!selected(scenarios[k].name) || c->skip_reason[0])
+				continue;
+			fprintf(stderr, "evidence: rep %d/%d %s\n", rep + 1, cfg.reps,
+				scenarios[k].name);
+			if (run_one(&scenarios[k])) {
+				c->errors++;
+				failed = 1;
+			}
+			if (res->skipped)
+				strcpy(c->skip_reason, res->skip_reason);
+			else
+				collect(c);
+		}
+	}
+	for (size_t k = 0; k < NSCEN; k++)
+		if (selected(scenarios[k].name))
+			print_scenario(&scenarios[k], &col[k]);
+	return failed;
+}
