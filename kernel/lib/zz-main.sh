@@ -45,6 +45,20 @@ usage: kernel/run [COMMAND] [OPTIONS]
   w1configs [CONFIGS]         every prefix: the series' objects with W=1
                               in x86_64_defconfig and i386_defconfig (or
                               the given make configs); fail on any warning
+  evidence  the cover letter's before/after tables (issue 21)
+              run [--quick] [--out FILE] [--no-perf] [-- ARGS]
+                               the workloads of patches/bench/evidence.c
+                               on the RUNNING kernel (real hardware: boot
+                               base, run; boot patched, run), rows tagged
+                               with uname -r and the series hash, plus
+                               perf lock contention when perf works
+              compare BASE.csv PATCHED.csv
+                               before, after, after/before, plain text;
+                               rows from a TCG guest: counts only
+              tcg [--kernels BASE,PATCHED]
+                               boot the cached base and patched kernels
+                               under TCG, --quick in each, compare
+              check            compare on the fixture rows (no boot)
   fetch     [--refresh]       download + extract the source package
   coldcheck [--reps N]        the cold path (private lists, index check,
                               extract, first configure) in a scratch cache
@@ -410,6 +424,7 @@ main()
 	w1check) cmd_fetch; cmd_w1check "$@" ;;
 	w1configs) cmd_fetch; cmd_w1configs "$@" ;;
 	parse) cmd_parse "$@" ;;
+	evidence) cmd_evidence "$@" ;;
 	-h | --help | help) usage ;;
 	*) usage >&2; die "unknown command $cmd" ;;
 	esac
