@@ -1218,18 +1218,21 @@ static void print_scenario(const struct scenario *s, const struct collected *c)
 /* "qemu-tcg" where the CPU says so, "vm" under another hypervisor. */
 static const char *detect_platform(void)
 {
-	char line[256];
 	bool hv = false, tcg = false;
 	FILE *f = fopen("/proc/cpuinfo", "r");
+	char *line = NULL;
+	size_t cap = 0;
 
 	if (!f)
 		return "unknown";
-	while (fgets(line, sizeof(line), f)) {
+	/* getline(): a "flags" line is longer than any fixed buffer we'd pick. */
+	while (getline(&line, &cap, f) > 0) {
 		if (!strncmp(line, "model name", 10) && strstr(line, "TCG"))
 			tcg = true;
 		if (!strncmp(line, "flags", 5) && strstr(line, " hypervisor"))
 			hv = true;
 	}
+	free(line);
 	fclose(f);
 	return tcg ? "qemu-tcg" : hv ? "vm" : "bare-metal";
 }
