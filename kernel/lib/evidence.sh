@@ -176,10 +176,11 @@ evidence_compare()
 		print "          after  = " patched
 		for (i = 1; i <= 2; i++) {
 			side = i == 1 ? "before" : "after "
-			printf "  %s: kernel %s, series %s, %s, %s CPUs, swap %s kB, %s reps%s, library %s, %s\n",
-				side, M[i, "kernel"], M[i, "series"], M[i, "platform"], M[i, "cpus"],
+			printf "  %s: kernel %s%s, %s, %s CPUs, swap %s kB, %s reps%s; repo %s (series %s), %s\n",
+				side, M[i, "kernel"], (M[i, "variant"] == "" ? "" : " (" M[i, "variant"] ")"),
+				M[i, "platform"], M[i, "cpus"],
 				M[i, "swap_kb"], M[i, "reps"], M[i, "quick"] == 1 ? " (--quick)" : "",
-				M[i, "repo"], M[i, "date"]
+				M[i, "repo"], M[i, "series"], M[i, "date"]
 		}
 		if (M[1, "series"] == M[2, "series"] && M[1, "kernel"] == M[2, "kernel"])
 			print "  WARNING: both files name the same kernel and series: is one of them the base?"
@@ -231,7 +232,7 @@ evidence_compare()
 		if (s == "batch") { batch_table(s); return }
 		if (val(1, s, "calls") != "")
 			printf "  %s calls per repetition%s\n", fmt(val(1, s, "calls")),
-				val(1, s, "writers") > 0 ? ", " val(1, s, "writers") " writer threads" : ""
+				(val(1, s, "writers") > 0 ? ", " val(1, s, "writers") " writer threads" : "")
 		if (val(1, s, "calls") != val(2, s, "calls") || val(1, s, "writers") != val(2, s, "writers"))
 			printf "  WARNING: after ran %s calls, %s writers: not the same workload\n",
 				fmt(val(2, s, "calls")), fmt(val(2, s, "writers"))
@@ -252,7 +253,8 @@ evidence_compare()
 		if (m ~ /_p(50|99)_ns$/ || m ~ /_max_ns$/ || m ~ /trace_lost$/) return 0
 		if (m == "reps" || m == "errors" || m == "calls" || m == "writers") return 0
 		if (m == "advisor_ops" || m == "fault_ops" || m == "munmap_ops") return 0
-		if (m ~ /_mmap_lock_write$/ && val(1, s, m) + 0 == 0 && val(2, s, m) + 0 == 0) return 0
+		if ((m ~ /_mmap_lock_write$/ || m ~ /_ops$/) && val(1, s, m) + 0 == 0 && val(2, s, m) + 0 == 0)
+			return 0
 		return 1
 	}
 	function perf_section(  i, s) {
@@ -300,13 +302,15 @@ cmd_evidence_tcg()
 	((${#labels[@]} == 2)) || die "evidence tcg: --kernels takes BASE,PATCHED"
 	dir="$CACHE/evidence/tcg-$(date -u +%Y%m%dT%H%M%SZ)"
 	mkdir -p "$dir"
+	# The tree the program is built from, not the one after the boots.
+	evidence_tag >"$dir/tag"
 	evidence_build "$dir/evidence"
 	"$KDIR/run" exec --kernel "$kernels" --timeout 1800 "$dir/evidence" \
 		--quick --platform qemu-tcg >"$dir/exec.log" 2>&1 || rc=$?
 	for k in "${labels[@]}"; do
 		out="$dir/$k.csv"
 		{
-			evidence_tag
+			cat "$dir/tag"
 			echo "meta,variant,$k"
 			echo "meta,perf,not run (QEMU TCG guest: no perf)"
 			awk -v k="$k" '/^===== evidence on / { on = ($4 == k); next }

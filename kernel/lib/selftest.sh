@@ -9,6 +9,8 @@
 #                                             -> non-zero, "splat"
 #   regress a kselftest passing on base but failing on the patched kernel
 #           (captured logs fed to the parser) -> non-zero
+#   evidence "evidence check": the comparison of the fixture rows in
+#           kernel/tests/evidence/ (no boot)       -> exit 0, "evidence check: ok"
 # Output of every case: $CACHE/selftest/<case>.out
 
 selftest_case()
@@ -34,12 +36,12 @@ selftest_case()
 
 cmd_selftest()
 {
-	local k=base bad=0 c cases=(pass silence patch fail warn regress)
+	local k=base bad=0 c cases=(pass silence patch fail warn regress evidence)
 	while (($#)); do
 		case $1 in
 		--kernel) k=$2; shift ;;
 		--kernel=*) k=${1#*=} ;;
-		pass | silence | patch | fail | warn | regress) cases=("$@"); break ;;
+		pass | silence | patch | fail | warn | regress | evidence) cases=("$@"); break ;;
 		*) die "selftest: unknown argument $1" ;;
 		esac
 		shift
@@ -73,6 +75,8 @@ cmd_selftest()
 				"$KDIR/run" exec --kernel "$k" --timeout 60 "$ST_DIR/selftest-warn" || bad=1 ;;
 		regress)
 			selftest_regress || bad=1 ;;
+		evidence)
+			selftest_case evidence 0 'evidence check: ok' "$KDIR/run" evidence check || bad=1 ;;
 		esac
 	done
 	if ((bad)); then
