@@ -219,12 +219,13 @@ evidence_compare()
 		}
 		printf "  (%s pages of 4 KiB; size 0: one madvise() per page)\n", fmt(val(1, s, "pages"))
 	}
-	function scenario(s,   i, m, g) {
+	function scenario(s,   i, m, g, sk) {
 		print ""
 		print s ": " INFO[s]
-		if (val(1, s, "skipped") != "" || val(2, s, "skipped") != "") {
-			print "  skipped on " (val(1, s, "skipped") != "" ? "before" : "") \
-				(val(2, s, "skipped") != "" ? " after" : "")
+		sk = (val(1, s, "skipped") != "" ? "before" : "")
+		if (val(2, s, "skipped") != "") sk = sk (sk == "" ? "" : " and ") "after"
+		if (sk != "") {
+			print "  skipped on " sk " (the reason above)"
 			return
 		}
 		if (val(1, s, "failed_reps") != "" || val(2, s, "failed_reps") != "")
@@ -342,7 +343,7 @@ cmd_evidence_check()
 	out=$(evidence_compare "$d/hw-base.csv" "$d/hw-patched.csv")
 	for re in 'advisor \(ns\) +1000 +2000 +3000 \| +500 +1000 +6000 \| +0\.50 +0\.50 +2\.00$' \
 		'^perf lock contention' 'rwsem:W +do_mprotect_pkey' '^remote_cold: .*skipped' \
-		'skipped on before after'; do
+		'skipped on before and after'; do
 		grep -Eq -- "$re" <<<"$out" || { echo "evidence check: hardware pair: no line matching /$re/"; bad=1; }
 	done
 	grep -q 'not evidence' <<<"$out" && { echo "evidence check: hardware rows marked as TCG"; bad=1; }
