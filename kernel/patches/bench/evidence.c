@@ -564,13 +564,9 @@ static int run_pageout(void)
 
 static int run_nr_dontneed(void)
 {
-	long calls = cfg.calls;
-	int rc;
-
-	cfg.calls *= 5;		/* cheap calls: more of them for the tail */
-	rc = scenario_local(PG, MADV_DONTNEED, true, 0);
-	cfg.calls = calls;
-	return rc;
+	/* Cheap calls: more of them for the tail (a child: cfg is its copy). */
+	cfg.calls *= 5;
+	return scenario_local(PG, MADV_DONTNEED, true, 0);
 }
 
 static int run_nr_cold(void)
@@ -586,7 +582,13 @@ static int run_nr_cold(void)
 struct mp_layout {
 	char *a, *b, *c;	/* three VMAs, B in the middle */
 	atomic_bool stop;
-	struct samples *mprotect, *fault_a, *fault_c;
+	struct samples *mprotect;
+};
+
+/* A thread faulting on one of the outer VMAs. */
+struct mp_faulter {
+	char *vma;
+	struct samples *lat;
 };
 
 static struct mp_layout mp;
@@ -615,21 +617,20 @@ static void *mp_mprotect(void *arg)
 	return NULL;
 }
 
-/* Zap one page of @arg's VMA (untimed), then time the fault that refills it. */
-static void *mp_faulter(void *arg)
+/* Zap one page of the VMA (untimed), then time the fault that refills it. */
+static void *mp_fault(void *arg)
 {
-	char *vma = arg == mp.fault_a ? mp.a : mp.c;
-	struct samples *s = arg;
+	struct mp_faulter *f = arg;
 
 	for (size_t i = 0; !atomic_load(&mp.stop); i = (i + 1) % MP_EDGE_PG) {
-		char *p = vma + i * PG;
+		char *p = f->vma + i * PG;
 		uint64_t t0;
 
 		madvise(p, PG, MADV_DONTNEED);
 		t0 = now_ns();
 		*(volatile char *)p = 1;
 		if (atomic_load_explicit(&wr->measuring, memory_order_relaxed))
-			samples_add(s, now_ns() - t0);
+			samples_add(f->lat, now_ns() - t0);
 	}
 	return NULL;
 }
@@ -659,25 +660,26 @@ static int run_pageout_mprotect(void)
 	struct advisor a = {
 		.calls = cfg.calls, .advise = advise_range, .prep = prep_touch, .arg = &r,
 	};
+	struct mp_faulter fa, fc;
 	pthread_t t[3];
 	int rc;
 
 	mp_map();
 	r.p = mp.b;
 	mp.mprotect = samples_new();
-	mp.fault_a = samples_new();
-	mp.fault_c = samples_new();
+	fa = (struct mp_faulter){ mp.a, samples_new() };
+	fc = (struct mp_faulter){ mp.c, samples_new() };
 	if (pthread_create(&t[0], NULL, mp_mprotect, NULL) ||
-	    pthread_create(&t[1], NULL, mp_faulter, mp.fault_a) ||
-	    pthread_create(&t[2], NULL, mp_faulter, mp.fault_c))
+	    pthread_create(&t[1], NULL, mp_fault, &fa) ||
+	    pthread_create(&t[2], NULL, mp_fault, &fc))
 		die("pthread_create");
 	rc = run_advisor(&a);
 	atomic_store(&mp.stop, true);
 	for (int i = 0; i < 3; i++)
 		pthread_join(t[i], NULL);
 	put_latency("mprotect", mp.mprotect);
-	put_latency("fault_a", mp.fault_a);
-	put_latency("fault_c", mp.fault_c);
+	put_latency("fault_a", fa.lat);
+	put_latency("fault_c", fc.lat);
 	return rc;
 }
 
