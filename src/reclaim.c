@@ -42,10 +42,13 @@
  * CPU 1.15-1.41x, wall 1.8-2.3x. A 300 us bound halves the p99 (8-12x) but
  * costs 1.2-1.8x CPU for COLD and 2.3-2.5x CPU and 5-6x wall for PAGEOUT,
  * whose per-call cost is high; a 100 us bound reaches 2.5-5.7x at 3.2-3.7x
- * CPU and 8-32x wall. No gap: 33-74x. The p99 is about the bound because a
- * writer that arrives during a call waits for its end; only a kernel that
- * advises another process under per-VMA locks (patch 6 of kernel/patches)
- * removes that.
+ * CPU and 8-32x wall (where that goes, BENCHMARKS.md "p8 at small bounds":
+ * 40-60 us of CPU per gap's sleep on a paravirtualised host, and longer holds
+ * after each gap, as the target's threads run again and every entry's TLB
+ * flush reaches them; no longer the look-ups). No gap: 33-74x. The p99 is
+ * about the bound because a writer that arrives during a call waits for its
+ * end; only a kernel that advises another process under per-VMA locks
+ * (patch 6 of kernel/patches) removes that.
  * The adaptive alternative (pause while /proc/PID/task/TID/syscall shows a
  * writer) lost: the woken writer is runnable, and the kernel reports a
  * runnable thread as "running".
