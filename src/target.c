@@ -435,7 +435,7 @@ struct madvx_target_stream {
 	struct stream_rec *rec;	/* parsed lines, [head, nrec) not yet passed */
 	size_t head, nrec, rcap;
 	uint64_t pos;		/* bytes read so far: the next pread() offset */
-	uint32_t epoch, eof_epoch;
+	uint32_t epoch;
 	bool eof;
 	size_t want;		/* bytes the next read of this epoch asks for */
 	size_t topup;		/* ... and the one after it (doubles) */
@@ -462,7 +462,6 @@ int __madvx_target_stream_start(struct madvx_target *t, uint64_t addr)
 	s->epoch = 1;
 	s->eof = false;
 	s->lines = s->queries = 0;
-	/* the lines below @addr are read once and passed: how many, if known */
 	/* plan() counted the lines from @addr on; those below it, if known */
 	s->want = 0;
 	if (t->snap_valid) {
@@ -477,26 +476,24 @@ static size_t line_bytes(const struct madvx_target *t)
 	return t->snap_line_bytes > 0 ? (size_t)t->snap_line_bytes + 1 : STREAM_LINE_GUESS;
 }
 
+/*
+ * Ask for the bytes of exactly the lines the plan expects: the kernel stops
+ * formatting lines once a read is filled, so no line is read ahead. A short
+ * estimate costs one more small read; a long one leaves lines that the next
+ * epoch must ask PROCMAP_QUERY for. The first epoch also passes the lines
+ * below the start (stream_start()).
+ */
 void __madvx_target_stream_epoch(struct madvx_target *t, uint64_t addr, size_t bytes)
 {
 	struct madvx_target_stream *s = t->stream;
-	size_t want;
-
-	/*
-	 * Ask for the bytes of exactly the lines the plan expects: the kernel
-	 * stops formatting lines once a read is filled, so no line is read
-	 * ahead. A short estimate costs one more small read; a long one leaves
-	 * lines that the next epoch must ask PROCMAP_QUERY for. The first
-	 * epoch also passes the lines below the start (stream_start()).
-	 */
 	size_t have = s->tlen;	/* bytes read already (stale now): not again */
+	size_t want;
 
 	while (s->head < s->nrec && s->rec[s->head].v.end <= addr)
 		s->head++;
 	for (size_t i = s->head; i < s->nrec; i++)
 		have += s->rec[i].len;
 	want = bytes > have ? bytes - have : 0;
-
 	s->topup = line_bytes(t);
 	if (s->epoch == 1 && !s->pos) {
 		s->want += want;
@@ -584,7 +581,6 @@ static int stream_read(struct madvx_target *t)
 	}
 	if (n == 0) {
 		s->eof = true;
-		s->eof_epoch = s->epoch;
 		return 0;
 	}
 	s->pos += (uint64_t)n;
