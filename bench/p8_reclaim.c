@@ -21,7 +21,11 @@
  *    call, sleep in 50 us steps (at most 2 ms) while a target thread is
  *    blocked in mmap/munmap/mprotect/brk/mremap (/proc/PID/task/TID/syscall,
  *    the check's CPU counted in the reclaimer's CPU);
- *  - idle: no reclaim (100 ms), the mutators' own latencies.
+ *  - idle: no reclaim (100 ms), the mutators' own latencies;
+ *  - base_<variant>: with MADVX_BENCH_P8_BASELINE=/path/to/libmadvx.so (an
+ *    older build), the same madvx_reclaim() call through that library
+ *    (dlopen, RTLD_DEEPBIND) for the defaults and a few small bounds:
+ *    library changes measured side by side in one run.
  * Variants interleave per repetition (rotating order); the target re-reads
  * every page (untimed) before each, so each reclaim finds the same state.
  * Per variant, medians over the repetitions of: the target's mmap/munmap
@@ -37,6 +41,7 @@
  * 100,000-VMA target.
  */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -73,7 +78,7 @@
 #define MAXV 40			/* variants */
 #define PH_WARM 1		/* mutators run, nothing recorded; tags are above */
 
-enum kind { K_IDLE, K_RAW1024, K_PERVMA, K_LIB, K_ADAPT };
+enum kind { K_IDLE, K_RAW1024, K_PERVMA, K_LIB, K_ADAPT, K_BASE };
 
 struct variant {
 	char name[24];
@@ -81,6 +86,34 @@ struct variant {
 	uint32_t lock_us, pause_us;	/* K_LIB: 0, 0 = the library's defaults */
 	bool dflt, traced;
 };
+
+/* The baseline library: its own madvx_target_open/reclaim/free. */
+static struct {
+	void *h;
+	int (*open)(int pid, unsigned int flags, struct madvx_target **out);
+	int (*reclaim)(struct madvx_target *t, const struct madvx_reclaim_opts *o,
+		       struct madvx_reclaim_report *r);
+	void (*free)(struct madvx_target *t);
+} base;
+
+static bool base_load(void)
+{
+	const char *path = getenv("MADVX_BENCH_P8_BASELINE");
+
+	if (base.h || !path || !*path)
+		return base.h != NULL;
+	base.h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+	if (!base.h)
+		return false;
+	*(void **)&base.open = dlsym(base.h, "madvx_target_open");
+	*(void **)&base.reclaim = dlsym(base.h, "madvx_reclaim");
+	*(void **)&base.free = dlsym(base.h, "madvx_target_free");
+	if (!base.open || !base.reclaim || !base.free) {
+		dlclose(base.h);
+		base.h = NULL;
+	}
+	return base.h != NULL;
+}
 
 /* One timed mmap/munmap round of a mutator, tagged with its phase. */
 struct sample {
@@ -347,6 +380,7 @@ struct run {
 	pid_t pid;
 	int pidfd;
 	struct madvx_target *t;
+	struct madvx_target *t_base;	/* opened by the baseline library */
 	struct shared *sh;
 	int advice;
 	const struct variant *v;
@@ -470,7 +504,7 @@ static void reclaim(void *arg)
 			}
 			r->bytes += (uint64_t)ret;
 		}
-	} else if (v->kind == K_LIB || v->kind == K_ADAPT) {
+	} else if (v->kind == K_LIB || v->kind == K_ADAPT || v->kind == K_BASE) {
 		struct madvx_reclaim_opts o = {
 			.size = sizeof(o), .advice = r->advice, .include = MADVX_VMA_ANON,
 			.start = r->sh->region, .end = r->sh->region + r->sh->len,
@@ -486,7 +520,10 @@ static void reclaim(void *arg)
 			o.progress = adapt_progress;
 			o.progress_ctx = r;
 		}
-		r->err = madvx_reclaim(r->t, &o, &rep);
+		if (v->kind == K_BASE)
+			r->err = base.reclaim(r->t_base, &o, &rep);
+		else
+			r->err = madvx_reclaim(r->t, &o, &rep);
 		if (v->kind == K_ADAPT)
 			adapt_close(&r->adapt);
 		r->bytes = rep.bytes;
@@ -625,6 +662,18 @@ static void make_variants(bool quick, bool pageout)
 			add_var(name, K_LIB, lk[i], ps[j]);
 		}
 	add_var("A300", K_ADAPT, 300, 0);
+	if (!quick && base_load()) {
+		static const uint32_t bl[][2] = { { 0, 0 }, { 100, 300 }, { 300, 100 }, { 300, 300 } };
+
+		for (size_t i = 0; i < sizeof(bl) / sizeof(bl[0]); i++) {
+			if (bl[i][0])
+				snprintf(name, sizeof(name), "base_L%u_P%u", bl[i][0], bl[i][1]);
+			else
+				snprintf(name, sizeof(name), "base_defaults");
+			add_var(name, K_BASE, bl[i][0], bl[i][1]);
+			vars[nvars - 1].dflt = !bl[i][0];
+		}
+	}
 }
 
 /* The samples of one run (tag) in the pool: per-run p50/p99/max into s[]. */
@@ -842,6 +891,10 @@ static int open_target(const struct bench_opts *o, struct run *r, const char *ad
 		bench_note(o, "p8: cannot open the target: %s", strerror(-ret));
 		return BENCH_SKIP;
 	}
+	if (base.h && base.open(r->pid, 0, &r->t_base)) {
+		bench_note(o, "p8: the baseline library cannot open the target");
+		return BENCH_SKIP;
+	}
 	ret = madvx_target_check(r->t, r->advice);
 	if (ret) {
 		bench_note(o, "p8: remote %s not allowed here: %s%s", adv, strerror(-ret),
@@ -951,6 +1004,8 @@ out:
 		waitpid(r.pid, NULL, 0);
 	}
 	madvx_target_free(r.t);
+	if (r.t_base)
+		base.free(r.t_base);
 	if (r.pidfd >= 0)
 		close(r.pidfd);
 	free(r.iov);

@@ -1341,12 +1341,13 @@ struct madvx_reclaim_opts {
  *    writer of the target woken by the call's end takes the lock before the
  *    next call could steal it (rwsem reader lock stealing lasts until the
  *    writer's 4-8 ms handoff timeout); MADVX_RECLAIM_NO_PAUSE: no gap;
- *  - before each call the pidfd is checked alive and every entry is looked
- *    up again: a range unmapped or replaced by a mapping that no longer
- *    passes the filter is skipped (vmas_changed), so advice never reaches
- *    memory outside the filtered VMAs except a mapping made in the
- *    microseconds between that look-up and the call; and never another
- *    process (the pidfd);
+ *  - before each call every entry is looked up again (lines of
+ *    /proc/PID/maps read for that call, or PROCMAP_QUERY): a range unmapped
+ *    or replaced by a mapping that no longer passes the filter is skipped
+ *    (vmas_changed), so advice never reaches memory outside the filtered
+ *    VMAs except a mapping made in the microseconds between that look-up
+ *    and the call; and never another process (the pidfd); a target that
+ *    exited or called execve() is found by that look-up or by the call;
  *  - a short return is resolved to the failing entry, which is retried
  *    alone for its errno (counted in errors[]) and skipped; the call goes on
  *    after it.

@@ -42,10 +42,13 @@
  * CPU 1.15-1.41x, wall 1.8-2.3x. A 300 us bound halves the p99 (8-12x) but
  * costs 1.2-1.8x CPU for COLD and 2.3-2.5x CPU and 5-6x wall for PAGEOUT,
  * whose per-call cost is high; a 100 us bound reaches 2.5-5.7x at 3.2-3.7x
- * CPU and 8-32x wall. No gap: 33-74x. The p99 is about the bound because a
- * writer that arrives during a call waits for its end; only a kernel that
- * advises another process under per-VMA locks (patch 6 of kernel/patches)
- * removes that.
+ * CPU and 8-32x wall (where that goes, BENCHMARKS.md "p8 at small bounds":
+ * 40-60 us of CPU per gap's sleep on a paravirtualised host, and longer holds
+ * after each gap, as the target's threads run again and every entry's TLB
+ * flush reaches them; no longer the look-ups). No gap: 33-74x. The p99 is
+ * about the bound because a writer that arrives during a call waits for its
+ * end; only a kernel that advises another process under per-VMA locks
+ * (patch 6 of kernel/patches) removes that.
  * The adaptive alternative (pause while /proc/PID/task/TID/syscall shows a
  * writer) lost: the woken writer is runnable, and the kernel reports a
  * runnable thread as "running".
@@ -66,9 +69,16 @@
  * PROCMAP_QUERY (a small range of a big process stays cheap), the rest from
  * one read of /proc/PID/maps, ~11x cheaper per VMA on this project's
  * machines (target.h). Its age never reaches the kernel: build_call() looks
- * every entry up again just before its call.
+ * every entry up again just before its call (the maps stream, target.h).
  */
 #define PLAN_QUERIES 32
+/*
+ * build_call() looks entries up in the maps stream (target.h: ~0.13 us per
+ * VMA and a read or two per call, against ~2 us per PROCMAP_QUERY) when the
+ * plan read maps (past PLAN_QUERIES VMAs: the line lengths that size the
+ * stream's reads are known) and has this many ranges.
+ */
+#define STREAM_MIN_RANGES 16
 
 static uint64_t now_ns(void)
 {
@@ -101,6 +111,8 @@ MADVX_API const char *madvx_reclaim_stop_name(int stop)
 struct plan_range {
 	uint64_t start, end, inode;
 	uint32_t dev_major, dev_minor;
+	/* bytes of the maps lines of the VMAs walked since the previous range, and its own */
+	uint32_t line_bytes;
 };
 
 struct reclaim {
@@ -108,6 +120,7 @@ struct reclaim {
 	struct madvx_reclaim_opts o;
 	struct madvx_reclaim_report *rep;
 	uint64_t include, exclude, end;
+	bool stream;		/* entries looked up by the maps stream (target.h) */
 	/* the plan: filtered ranges in address order */
 	struct plan_range *r;
 	size_t n, cap;
@@ -158,7 +171,7 @@ static int take_opts(struct reclaim *c, const struct madvx_reclaim_opts *o)
 /* ---- planning ---- */
 
 static int plan_add(struct reclaim *c, const struct madvx_target_vma *v, uint64_t start,
-		    uint64_t end)
+		    uint64_t end, uint32_t line_bytes)
 {
 	if (c->n == c->cap) {
 		size_t cap = c->cap ? c->cap * 2 : 1024;
@@ -169,7 +182,8 @@ static int plan_add(struct reclaim *c, const struct madvx_target_vma *v, uint64_
 		c->r = r;
 		c->cap = cap;
 	}
-	c->r[c->n++] = (struct plan_range){ start, end, v->inode, v->dev_major, v->dev_minor };
+	c->r[c->n++] = (struct plan_range){ start, end, v->inode, v->dev_major, v->dev_minor,
+					    line_bytes };
 	return 0;
 }
 
@@ -178,6 +192,7 @@ static int plan(struct reclaim *c)
 {
 	struct madvx_target_vma v;
 	uint64_t addr = c->o.start, planned = 0;
+	uint32_t walked = 0, line;
 	int ret, queries = 0;
 
 	madvx_target_invalidate(c->t);	/* a snapshot of an earlier walk is stale */
@@ -185,8 +200,13 @@ static int plan(struct reclaim *c)
 	while (!ret && addr < c->end) {
 		uint64_t s, e;
 
-		ret = queries++ < PLAN_QUERIES ? __madvx_target_query(c->t, addr, &v) :
-						 __madvx_target_scan(c->t, addr, &v);
+		if (queries++ < PLAN_QUERIES) {
+			ret = __madvx_target_query(c->t, addr, &v);
+			line = (uint32_t)__madvx_target_query_line(c->t);
+		} else {
+			ret = __madvx_target_scan(c->t, addr, &v);
+			line = (uint32_t)__madvx_target_scan_line(c->t);
+		}
 		if (ret == -ENOENT) {
 			ret = 0;
 			break;
@@ -194,6 +214,7 @@ static int plan(struct reclaim *c)
 		if (ret || v.start >= c->end)
 			break;
 		addr = v.end;
+		walked += line;
 		if (!madvx_target_vma_match(&v, c->include, c->exclude))
 			continue;
 		s = v.start > c->o.start ? v.start : c->o.start;
@@ -201,7 +222,8 @@ static int plan(struct reclaim *c)
 		if (c->o.budget && planned + (e - s) > c->o.budget)
 			e = s + ((c->o.budget - planned + madvx_page_size() - 1) &
 				 ~(uint64_t)(madvx_page_size() - 1));
-		ret = plan_add(c, &v, s, e);
+		ret = plan_add(c, &v, s, e, walked);
+		walked = 0;
 		planned += e - s;
 		if (c->o.budget && planned >= c->o.budget)
 			break;
@@ -210,6 +232,7 @@ static int plan(struct reclaim *c)
 		return ret;
 	c->rep->planned_bytes = planned;
 	c->rep->planned_vmas = c->n;
+	c->stream = c->t->procmap && c->n >= STREAM_MIN_RANGES && queries > PLAN_QUERIES;
 	c->changed = calloc(c->n ? c->n : 1, sizeof(*c->changed));
 	return c->changed ? 0 : -ENOMEM;
 }
@@ -271,17 +294,50 @@ static bool hugetlb_of_plan(const struct plan_range *r, const struct madvx_targe
 	       v->dev_major == r->dev_major && v->dev_minor == r->dev_minor;
 }
 
+/* Bytes of the maps lines the next call of @bytes will read: the ranges it begins. */
+static size_t call_line_bytes(const struct reclaim *c, uint64_t bytes)
+{
+	uint64_t total = 0;
+	size_t line_bytes = 0, entries = 0;
+
+	for (size_t i = c->i; i < c->n && total < bytes && entries < c->o.max_entries; i++) {
+		const struct plan_range *r = &c->r[i];
+		uint64_t from = c->cur > r->start ? c->cur : r->start;
+
+		if (from >= r->end)
+			continue;
+		if (from == r->start)
+			line_bytes += r->line_bytes;
+		total += r->end - from;
+		entries++;
+	}
+	return line_bytes;
+}
+
+static int look_up(struct reclaim *c, uint64_t addr, struct madvx_target_vma *v)
+{
+	if (c->stream)
+		return __madvx_target_stream_find(c->t, addr, v);
+	return __madvx_target_query(c->t, addr, v);
+}
+
 /*
  * Fill the iovec for one call from the plan, looking every entry up again
- * first: what is no longer mapped, or no longer passes the filter, is
- * skipped. Returns the number of entries (0: plan exhausted) or -errno.
+ * first (by PROCMAP_QUERY, or lines of maps read for this call: the
+ * stream), so that a look-up is microseconds older than its call: what is
+ * no longer mapped, or no longer passes the filter, is skipped. Returns
+ * the number of entries (0: plan exhausted) or -errno (-ESRCH: the mm is
+ * gone - exit or execve - as the look-up found).
  */
 static int build_call(struct reclaim *c, uint64_t bytes)
 {
 	uint64_t total = 0;
 	int n = 0, ret;
 
-	madvx_target_invalidate(c->t);	/* snapshot mode: one re-read per call */
+	if (c->stream)
+		__madvx_target_stream_epoch(c->t, c->cur, call_line_bytes(c, bytes));
+	else
+		madvx_target_invalidate(c->t);	/* snapshot mode: one re-read per call */
 	while (c->i < c->n && n < (int)c->o.max_entries && total < bytes) {
 		struct plan_range *r = &c->r[c->i];
 		struct madvx_target_vma v;
@@ -293,7 +349,7 @@ static int build_call(struct reclaim *c, uint64_t bytes)
 			c->i++;
 			continue;
 		}
-		ret = __madvx_target_query(c->t, c->cur, &v);
+		ret = look_up(c, c->cur, &v);
 		if (ret == -ENOENT) {		/* everything above is gone */
 			mark_changed(c, c->i);
 			c->cur = r->end;
@@ -434,6 +490,13 @@ static int run(struct reclaim *c)
 {
 	struct madvx_reclaim_report *rep = c->rep;
 
+	if (c->stream) {
+		int ret = __madvx_target_stream_start(c->t, c->o.start);
+
+		if (ret)
+			return ret;
+	}
+
 	for (;;) {
 		uint64_t want, call_ns0 = rep->call_ns, bytes0 = rep->bytes;
 		long ret;
@@ -443,9 +506,12 @@ static int run(struct reclaim *c)
 			rep->stop = MADVX_RECLAIM_BUDGET;
 			return 0;
 		}
-		/* Before every call: is the pidfd's process still there? */
-		if (__madvx_target_alive(c->t))
-			return -ESRCH;
+		/*
+		 * No liveness check of its own (pidfd_send_signal(), ~1.2 us a
+		 * call): build_call() asks the target's maps fd before every
+		 * call, which answers -ESRCH once the mm is gone, and the call
+		 * itself goes through the pidfd.
+		 */
 		want = call_bytes(c);
 		n = build_call(c, want);
 		if (n < 0)

@@ -287,20 +287,26 @@ static int load_snapshot(struct madvx_target *t)
 		if (t->nsnap == t->snap_cap) {
 			size_t c = t->snap_cap ? t->snap_cap * 2 : 256;
 			void *s = realloc(t->snap, c * sizeof(*t->snap));
+			void *l = s ? realloc(t->snap_line, c * sizeof(*t->snap_line)) : NULL;
 
-			if (!s) {
+			if (s)
+				t->snap = s;
+			if (!l) {
 				ret = -ENOMEM;
 				break;
 			}
-			t->snap = s;
+			t->snap_line = l;
 			t->snap_cap = c;
 		}
+		t->snap_line[t->nsnap] = (uint32_t)(nl ? (size_t)(nl - line) + 1 : strlen(line));
 		parse_maps_line(t, line, &t->snap[t->nsnap++]);
 		if (!nl)
 			break;
 		line = nl + 1;
 	}
 	free(buf);
+	if (t->nsnap)
+		t->snap_line_bytes = (double)n / (double)t->nsnap;
 	/* An mm that is gone reads as empty: exited, or execve() replaced it. */
 	if (!ret && n == 0)
 		ret = -ESRCH;
@@ -341,6 +347,38 @@ static int snapshot_find(struct madvx_target *t, uint64_t addr,
 
 /* ---- PROCMAP_QUERY ---- */
 
+static size_t hex_digits(uint64_t x, size_t min)
+{
+	size_t n = 1;
+
+	while (x >>= 4)
+		n++;
+	return n > min ? n : min;
+}
+
+/*
+ * The length of the VMA's /proc/PID/maps line, as fs/proc/task_mmu.c
+ * show_vma_header_prefix() formats it: "start-end perm offset maj:min inode "
+ * (hex at least 8, 8, 8, 2, 2 digits; the offset 0 without a file, where
+ * PROCMAP_QUERY gives the page offset), a name padded to column 73, "\n".
+ */
+static size_t maps_line_len(const struct madvx_target_vma *v, const char *name)
+{
+	size_t n = hex_digits(v->start, 8) + 1 + hex_digits(v->end, 8) + 1 + 4 + 1 +
+		   hex_digits(v->inode ? v->offset : 0, 8) + 1 + hex_digits(v->dev_major, 2) + 1 +
+		   hex_digits(v->dev_minor, 2) + 1 + 1;
+	uint64_t ino = v->inode;
+
+	while (ino >= 10) {
+		ino /= 10;
+		n++;
+	}
+	n++;			/* the space after the inode */
+	if (name && *name)
+		n = (n > 73 ? n : 73) + strlen(name);
+	return n + 1;
+}
+
 static int procmap_find(struct madvx_target *t, uint64_t addr,
 			struct madvx_target_vma *v)
 {
@@ -370,6 +408,7 @@ static int procmap_find(struct madvx_target *t, uint64_t addr,
 	if (q.vma_flags & PROCMAP_QUERY_VMA_SHARED)
 		v->flags |= MADVX_VMA_SHARED;
 	classify(t, v, q.vma_name_size ? t->name : NULL, q.vma_page_size);
+	t->query_line = maps_line_len(v, q.vma_name_size ? t->name : NULL);
 	return 0;
 }
 
@@ -379,6 +418,231 @@ int __madvx_target_query(struct madvx_target *t, uint64_t addr,
 	if (t->procmap)
 		return procmap_find(t, addr, v);
 	return snapshot_find(t, addr, v);
+}
+
+/* ---- the stream: a forward read of maps, fresh per epoch (target.h) ---- */
+
+struct stream_rec {
+	struct madvx_target_vma v;
+	uint32_t epoch;		/* of the read() in which its line began */
+	uint32_t len;		/* bytes of the line */
+};
+
+struct madvx_target_stream {
+	char *text;		/* a line cut by the end of a read, waiting for its rest */
+	size_t tlen, tcap;
+	uint32_t text_epoch;
+	struct stream_rec *rec;	/* parsed lines, [head, nrec) not yet passed */
+	size_t head, nrec, rcap;
+	uint64_t pos;		/* bytes read so far: the next pread() offset */
+	uint32_t epoch;
+	bool eof;
+	size_t want;		/* bytes the next read of this epoch asks for */
+	size_t topup;		/* ... and the one after it (doubles) */
+	uint64_t lines, queries;
+};
+
+/* A maps line of an anonymous VMA is ~50 bytes; of a file, 75 plus the path. */
+#define STREAM_LINE_GUESS 64
+#define STREAM_MAX_READ (256 * 1024)
+
+int __madvx_target_stream_start(struct madvx_target *t, uint64_t addr)
+{
+	struct madvx_target_stream *s = t->stream;
+	size_t below = 0;
+
+	if (!s) {
+		s = calloc(1, sizeof(*s));
+		if (!s)
+			return -ENOMEM;
+		t->stream = s;
+	}
+	s->tlen = s->head = s->nrec = 0;
+	s->pos = 0;
+	s->epoch = 1;
+	s->eof = false;
+	s->lines = s->queries = 0;
+	/* plan() counted the lines from @addr on; those below it, if known */
+	s->want = 0;
+	if (t->snap_valid) {
+		while (below < t->nsnap && t->snap[below].end <= addr)
+			s->want += t->snap_line[below++];
+	}
+	return 0;
+}
+
+static size_t line_bytes(const struct madvx_target *t)
+{
+	return t->snap_line_bytes > 0 ? (size_t)t->snap_line_bytes + 1 : STREAM_LINE_GUESS;
+}
+
+/*
+ * Ask for the bytes of exactly the lines the plan expects: the kernel stops
+ * formatting lines once a read is filled, so no line is read ahead. A short
+ * estimate costs one more small read; a long one leaves lines that the next
+ * epoch must ask PROCMAP_QUERY for. The first epoch also passes the lines
+ * below the start (stream_start()).
+ */
+void __madvx_target_stream_epoch(struct madvx_target *t, uint64_t addr, size_t bytes)
+{
+	struct madvx_target_stream *s = t->stream;
+	size_t have = s->tlen;	/* bytes read already (stale now): not again */
+	size_t want;
+
+	while (s->head < s->nrec && s->rec[s->head].v.end <= addr)
+		s->head++;
+	for (size_t i = s->head; i < s->nrec; i++)
+		have += s->rec[i].len;
+	want = bytes > have ? bytes - have : 0;
+	s->topup = line_bytes(t);
+	if (s->epoch == 1 && !s->pos) {
+		s->want += want;
+		return;
+	}
+	s->want = want;
+	s->epoch++;
+}
+
+static int stream_push(struct madvx_target *t, const char *line, size_t len, uint32_t epoch)
+{
+	struct madvx_target_stream *s = t->stream;
+
+	if (s->head == s->nrec)
+		s->head = s->nrec = 0;
+	if (s->nrec == s->rcap) {
+		size_t c = s->rcap ? s->rcap * 2 : 256;
+		void *r = realloc(s->rec, c * sizeof(*s->rec));
+
+		if (!r)
+			return -ENOMEM;
+		s->rec = r;
+		s->rcap = c;
+	}
+	parse_maps_line(t, line, &s->rec[s->nrec].v);
+	s->rec[s->nrec].len = (uint32_t)len;
+	s->rec[s->nrec++].epoch = epoch;
+	s->lines++;
+	return 0;
+}
+
+/* Append @len bytes read now; parse every complete line. */
+static int stream_parse(struct madvx_target *t, size_t len)
+{
+	struct madvx_target_stream *s = t->stream;
+	char *p = s->text, *end = s->text + s->tlen + len, *nl;
+	uint32_t epoch = s->tlen ? s->text_epoch : s->epoch;
+	int ret = 0;
+
+	*end = 0;
+	while (!ret && (nl = memchr(p, '\n', (size_t)(end - p)))) {
+		*nl = 0;
+		ret = stream_push(t, p, (size_t)(nl - p) + 1, epoch);
+		p = nl + 1;
+		epoch = s->epoch;	/* the next line began in this read */
+	}
+	s->tlen = (size_t)(end - p);
+	memmove(s->text, p, s->tlen);
+	s->text_epoch = epoch;
+	return ret;
+}
+
+static int stream_read(struct madvx_target *t)
+{
+	struct madvx_target_stream *s = t->stream;
+	size_t want = s->want ? s->want : s->topup;
+	long n;
+
+	if (want > STREAM_MAX_READ)
+		want = STREAM_MAX_READ;
+	if (s->tcap < s->tlen + want + 1) {
+		char *b = realloc(s->text, s->tlen + want + 1);
+
+		if (!b)
+			return -ENOMEM;
+		s->text = b;
+		s->tcap = s->tlen + want + 1;
+	}
+	do
+		n = __madvx_sys_pread(t->maps_fd, s->text + s->tlen, want, s->pos);
+	while (n == -EINTR);
+	if (n < 0)
+		return n == -ENOENT ? -ESRCH : (int)n;
+	/*
+	 * One read returns at most the kernel's seq_file buffer (a page, ~60
+	 * lines): go on with the rest of the estimate. Past it, the estimate
+	 * was short (or the start unknown): a few lines, then twice as many.
+	 */
+	if ((size_t)n < want) {
+		s->want = want - (size_t)n;
+	} else {
+		s->want = s->topup;
+		if (s->topup < STREAM_MAX_READ)
+			s->topup *= 2;
+	}
+	if (n == 0) {
+		s->eof = true;
+		return 0;
+	}
+	s->pos += (uint64_t)n;
+	return stream_parse(t, (size_t)n);
+}
+
+int __madvx_target_stream_find(struct madvx_target *t, uint64_t addr,
+			       struct madvx_target_vma *v)
+{
+	struct madvx_target_stream *s = t->stream;
+	int ret;
+
+	for (;;) {
+		while (s->head < s->nrec && s->rec[s->head].v.end <= addr)
+			s->head++;
+		if (s->head < s->nrec) {
+			const struct stream_rec *r = &s->rec[s->head];
+
+			/* older than this epoch, or a file (page size): ask the kernel */
+			if (r->epoch != s->epoch || (r->v.flags & MADVX_VMA_FILE))
+				break;
+			*v = r->v;
+			return 0;
+		}
+		/* the end: an mm that is gone also reads as empty - ask to tell */
+		if (s->eof)
+			break;
+		ret = stream_read(t);
+		if (ret)
+			return ret;
+	}
+	s->queries++;
+	return procmap_find(t, addr, v);
+}
+
+void __madvx_target_stream_stats(const struct madvx_target *t, uint64_t *lines,
+				 uint64_t *queries)
+{
+	*lines = t->stream ? t->stream->lines : 0;
+	*queries = t->stream ? t->stream->queries : 0;
+}
+
+void __madvx_target_stream_stop(struct madvx_target *t)
+{
+	struct madvx_target_stream *s = t->stream;
+
+	if (!s)
+		return;
+	free(s->text);
+	free(s->rec);
+	free(s);
+	t->stream = NULL;
+}
+
+size_t __madvx_target_query_line(const struct madvx_target *t)
+{
+	return t->procmap ? t->query_line : 0;
+}
+
+size_t __madvx_target_scan_line(const struct madvx_target *t)
+{
+	return t->snap_hint && t->snap_hint <= t->nsnap ? t->snap_line[t->snap_hint - 1] : 0;
 }
 
 int __madvx_target_scan(struct madvx_target *t, uint64_t addr,
@@ -584,8 +848,10 @@ MADVX_API void madvx_target_free(struct madvx_target *t)
 		close(t->proc_fd);
 	if (t->pidfd >= 0)
 		close(t->pidfd);
+	__madvx_target_stream_stop(t);
 	free(t->locked);
 	free(t->snap);
+	free(t->snap_line);
 	free(t);
 	errno = e;
 }
