@@ -68,12 +68,12 @@
  * Planning walks every VMA of the range: the first PLAN_QUERIES through
  * PROCMAP_QUERY (a small range of a big process stays cheap), the rest from
  * one read of /proc/PID/maps, ~11x cheaper per VMA on this project's
- * machines (target.h). Its age never reaches the kernel: build_call() looks
- * every entry up again just before its call (the maps stream, target.h).
+ * machines (maps.h). Its age never reaches the kernel: build_call() looks
+ * every entry up again just before its call (the maps stream, maps.h).
  */
 #define PLAN_QUERIES 32
 /*
- * build_call() looks entries up in the maps stream (target.h: ~0.13 us per
+ * build_call() looks entries up in the maps stream (maps.h: ~0.13 us per
  * VMA and a read or two per call, against ~2 us per PROCMAP_QUERY) when the
  * plan read maps (past PLAN_QUERIES VMAs: the line lengths that size the
  * stream's reads are known) and has this many ranges.
@@ -120,7 +120,7 @@ struct reclaim {
 	struct madvx_reclaim_opts o;
 	struct madvx_reclaim_report *rep;
 	uint64_t include, exclude, end;
-	bool stream;		/* entries looked up by the maps stream (target.h) */
+	bool stream;		/* entries looked up by the maps stream (maps.h) */
 	/* the plan: filtered ranges in address order */
 	struct plan_range *r;
 	size_t n, cap;
@@ -204,8 +204,8 @@ static int plan(struct reclaim *c)
 			ret = __madvx_target_query(c->t, addr, &v);
 			line = (uint32_t)__madvx_target_query_line(c->t);
 		} else {
-			ret = __madvx_target_scan(c->t, addr, &v);
-			line = (uint32_t)__madvx_target_scan_line(c->t);
+			ret = __madvx_maps_snapshot_find(c->t, addr, &v);
+			line = (uint32_t)__madvx_maps_scan_line(c->t);
 		}
 		if (ret == -ENOENT) {
 			ret = 0;
@@ -335,7 +335,7 @@ static int build_call(struct reclaim *c, uint64_t bytes)
 	int n = 0, ret;
 
 	if (c->stream)
-		__madvx_target_stream_epoch(c->t, c->cur, call_line_bytes(c, bytes));
+		__madvx_maps_stream_epoch(c->t, c->cur, call_line_bytes(c, bytes));
 	else
 		madvx_target_invalidate(c->t);	/* snapshot mode: one re-read per call */
 	while (c->i < c->n && n < (int)c->o.max_entries && total < bytes) {
@@ -491,7 +491,7 @@ static int run(struct reclaim *c)
 	struct madvx_reclaim_report *rep = c->rep;
 
 	if (c->stream) {
-		int ret = __madvx_target_stream_start(c->t, c->o.start);
+		int ret = __madvx_maps_stream_start(c->t, c->o.start);
 
 		if (ret)
 			return ret;

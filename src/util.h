@@ -43,6 +43,18 @@ static inline uint64_t madvx_parse_hex(const char **p)
 	}
 }
 
+/* A decimal number at *@p after blanks; *@p ends past it. */
+static inline uint64_t madvx_parse_dec(const char **p)
+{
+	uint64_t v = 0;
+
+	while (**p == ' ' || **p == '\t')
+		(*p)++;
+	for (; **p >= '0' && **p <= '9'; (*p)++)
+		v = v * 10 + (uint64_t)(**p - '0');
+	return v;
+}
+
 static inline uint64_t madvx_now_ns(void)
 {
 	struct timespec ts;

@@ -728,7 +728,7 @@ START_TEST(child_remaps_in_progress_vma)
 	t = open_kid(&k);
 	o.start = a0;		/* to the top: past 32 VMAs, planned from maps */
 	ck_assert_int_eq(madvx_reclaim(t, &o, &r), 0);
-	__madvx_target_stream_stats(t, &lines, &queries);
+	__madvx_maps_stream_stats(t, &lines, &queries);
 	ck_assert_uint_ge(lines, ANON_MIB);	/* the stream looked the VMAs up */
 	/* the first call (256 KiB) ended inside the first MiB */
 	ck_assert_uint_eq(k.sh->remapped, a0 + MIB / 2);
@@ -771,7 +771,7 @@ START_TEST(lookups_by_maps_stream)
 	ck_assert_uint_eq(r.bytes, r.planned_bytes);
 	ck_assert_uint_gt(r.planned_vmas, ANON_MIB);
 	ck_assert_uint_ge(r.calls, ANON_MIB / 4);
-	__madvx_target_stream_stats(t, &lines, &queries);
+	__madvx_maps_stream_stats(t, &lines, &queries);
 	ck_assert_uint_ge(lines, r.planned_vmas);
 	ck_assert_uint_le(queries, r.calls + 1);
 	ck_assert_uint_lt(queries * 2, r.entries);
