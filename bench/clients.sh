@@ -12,9 +12,14 @@
 # bench's own arguments (bench.sh), threads = nproc, and run with each
 # allocator's library preloaded: Debian's jemalloc 5.3.0 and mimalloc
 # 2.0.9, each stock and patched (examples/jemalloc, examples/mimalloc: one
-# libmadvx batch per purge pass), and upstream mimalloc v2.4.1 when
+# libmadvx batch per purge pass), upstream mimalloc v2.4.1 when
 # MADVX_MIMALLOC_UPSTREAM names a checkout of it (examples/mimalloc/check.sh
-# --upstream; allocator "mimalloc-upstream"). bdwgc: gctest (threads,
+# --upstream; allocator "mimalloc-upstream"), and jemalloc dev when
+# MADVX_JEMALLOC_UPSTREAM names a checkout of it (examples/jemalloc/check.sh
+# --upstream; allocator "jemalloc-upstream"), run with
+# MALLOC_CONF=process_madvise_max_batch:64: dev's own vectorized purge,
+# which is off by default, so "stock" is jemalloc's own batching and
+# "patched" the same path through libmadvx. bdwgc: gctest (threads,
 # incremental mode), Debian's libgc 8.2.2 stock and patched (examples/bdwgc),
 # and bdwgc master when MADVX_BDWGC_UPSTREAM names a checkout of it
 # (examples/bdwgc/check.sh --upstream; allocator "bdwgc-upstream").
@@ -30,9 +35,9 @@
 # Environment: MADVX_CLIENTS_BUILD (libmadvx's build directory, default
 # build-clients; the clients' builds go into it, as `meson test --suite
 # clients` leaves them), MADVX_CLIENTS_ALLOCATORS (comma list of jemalloc,
-# mimalloc, mimalloc-upstream, bdwgc, bdwgc-upstream; default all, the
-# upstream ones when MADVX_MIMALLOC_UPSTREAM / MADVX_BDWGC_UPSTREAM are
-# set), MADVX_CLIENTS_WORKLOADS (comma list of the
+# jemalloc-upstream, mimalloc, mimalloc-upstream, bdwgc, bdwgc-upstream;
+# default all, the upstream ones when MADVX_JEMALLOC_UPSTREAM /
+# MADVX_MIMALLOC_UPSTREAM / MADVX_BDWGC_UPSTREAM are set), MADVX_CLIENTS_WORKLOADS (comma list of the
 # workloads above; default all).  Needs the network (apt source packages,
 # and MIMALLOC_BENCH when it is a URL), about 15 minutes of builds the first
 # time and 30-40 minutes of runs at REPS 3 on 2 cores.
@@ -43,7 +48,7 @@ SRCROOT=$(cd "$(dirname "$0")/.." && pwd)
 MB_SRC=$1
 REPS=${2:-3}
 BUILD=${MADVX_CLIENTS_BUILD:-$SRCROOT/build-clients}
-ALLOCATORS=${MADVX_CLIENTS_ALLOCATORS:-jemalloc,mimalloc,bdwgc${MADVX_MIMALLOC_UPSTREAM:+,mimalloc-upstream}${MADVX_BDWGC_UPSTREAM:+,bdwgc-upstream}}
+ALLOCATORS=${MADVX_CLIENTS_ALLOCATORS:-jemalloc,mimalloc,bdwgc${MADVX_JEMALLOC_UPSTREAM:+,jemalloc-upstream}${MADVX_MIMALLOC_UPSTREAM:+,mimalloc-upstream}${MADVX_BDWGC_UPSTREAM:+,bdwgc-upstream}}
 WORKLOADS=${MADVX_CLIENTS_WORKLOADS:-larson,mstress,rptest,xmalloc-test,cache-scratch,alloc-test,glibc-simple,malloc-large}
 PROCS=$(nproc)
 CLIENT=clients
@@ -63,6 +68,14 @@ build_all()
 		MADVX_JEMALLOC_TESTS=je-purge MADVX_JEMALLOC_CONFIGS=default \
 			"$SRCROOT/examples/jemalloc/check.sh" "$SRCROOT" "$BUILD" >"$BUILD/clients-jemalloc.log" 2>&1 ||
 			die "jemalloc's builds failed: $BUILD/clients-jemalloc.log"
+	fi
+	if client_selected "$ALLOCATORS" jemalloc-upstream; then
+		[[ -n ${MADVX_JEMALLOC_UPSTREAM:-} ]] ||
+			die "jemalloc-upstream needs MADVX_JEMALLOC_UPSTREAM (a jemalloc checkout with its pinned dev commit)"
+		MADVX_JEMALLOC_TESTS=je-purge MADVX_JEMALLOC_CONFIGS=default \
+			"$SRCROOT/examples/jemalloc/check.sh" --upstream "$SRCROOT" "$BUILD" \
+			>"$BUILD/clients-jemalloc-upstream.log" 2>&1 ||
+			die "jemalloc dev's builds failed: $BUILD/clients-jemalloc-upstream.log"
 	fi
 	if client_selected "$ALLOCATORS" mimalloc; then
 		MADVX_MIMALLOC_CONFIGS=default \
@@ -142,6 +155,7 @@ library_of()
 {
 	case $1 in
 	jemalloc) echo "$BUILD/jemalloc/$2/lib/libjemalloc.so.2" ;;
+	jemalloc-upstream) echo "$BUILD/jemalloc-upstream/$2/lib/libjemalloc.so.2" ;;
 	mimalloc) echo "$BUILD/mimalloc/$2/libmimalloc.so.2" ;;
 	mimalloc-upstream) echo "$BUILD/mimalloc-upstream/$2/libmimalloc.so.2" ;;
 	esac
@@ -179,10 +193,14 @@ compile_workloads
 cd "$BUILD/mb"
 RELCOUNT=$BUILD/bench/madvx-relcount
 CASES=()
-for a in jemalloc mimalloc mimalloc-upstream; do
+# jemalloc dev's vectorized purge is off by default (process_madvise_max_batch
+# 0: the same madvise() per range as 5.3): its cases turn it on, in both builds.
+for a in jemalloc jemalloc-upstream mimalloc mimalloc-upstream; do
 	client_selected "$ALLOCATORS" "$a" || continue
+	env=""
+	[[ $a == jemalloc-upstream ]] && env=MALLOC_CONF=process_madvise_max_batch:64
 	for w in larson mstress rptest xmalloc-test cache-scratch alloc-test glibc-simple malloc-large; do
-		client_selected "$WORKLOADS" "$w" && CASES+=("$a $w|")
+		client_selected "$WORKLOADS" "$w" && CASES+=("$a $w|$env")
 	done
 done
 for a in bdwgc bdwgc-upstream; do
