@@ -267,6 +267,33 @@ static bool pageout_covered(const struct spec *s, int64_t page)
 	return false;
 }
 
+/*
+ * Does a valid MADV_FREE hint of @s after a valid MADV_PAGEOUT hint cover
+ * window page @page? With swap, PAGEOUT writes anonymous pages out in the
+ * background, and a later MADV_FREE frees the swap entry of a page that is
+ * out by then (it reads zero) but only marks one still mapped lazyfree (it
+ * keeps its contents): which one depends on writeback timing, the same for
+ * madvise() against itself. seen on the 2-vCPU host at load 12 with a
+ * 256 MiB swap file active: anon-private-rw page zero on one side.
+ */
+static bool pageout_then_free(const struct spec *s, int64_t page)
+{
+	uint64_t a = env.base + (uint64_t)page * PG;
+	bool paged = false;
+
+	for (uint32_t i = 0; i < s->nhint; i++) {
+		const struct hint *h = &s->h[i];
+
+		if (arg_invalid(h) || a < h->addr || a >= hint_end(h))
+			continue;
+		if (h->advice == MADV_PAGEOUT)
+			paged = true;
+		else if (h->advice == MADV_FREE && paged)
+			return true;
+	}
+	return false;
+}
+
 /* A 64-bit digest of one page; not instrumented: it reads megabytes per case. */
 __attribute__((no_sanitize("address")))
 static uint64_t page_hash(const void *p)
@@ -1161,7 +1188,7 @@ struct tally {
 };
 
 static struct tally tally[128];
-static uint64_t tolerated;	/* residency differences under PAGEOUT, contents equal */
+static uint64_t tolerated;	/* differences under PAGEOUT: contents equal, or FREE'd after it */
 static uint32_t ntally;
 static uint32_t printed_cases;
 
@@ -1214,6 +1241,19 @@ mismatch(struct verdict *v, const char *label, const char *fmt, ...)
 		va_end(ap);
 	}
 	v->n++;
+}
+
+/* Page @j reads zero on one side only, legitimately (pageout_then_free()). */
+static bool freed_after_pageout(const struct spec *s, const struct cout *lib,
+				const struct cout *ref, uint32_t j, int64_t page)
+{
+	static uint64_t zero_hash;
+	static const uint64_t zero[PG / sizeof(uint64_t)];
+
+	if (!zero_hash)
+		zero_hash = page_hash(zero);
+	return (lib->hash[j] == zero_hash || ref->hash[j] == zero_hash) &&
+	       pageout_then_free(s, page);
 }
 
 static void compare(const struct spec *s, const struct cout *lib, const struct cout *ref,
@@ -1278,7 +1318,8 @@ static void compare(const struct spec *s, const struct cout *lib, const struct c
 		 * is tolerated where both sides read the same contents.
 		 */
 		if ((lib->ps[j] ^ ref->ps[j]) == PS_RESIDENT && pageout_covered(s, page) &&
-		    (lib->ps[j] & PS_READ) && lib->hash[j] == ref->hash[j]) {
+		    (lib->ps[j] & PS_READ) && (lib->hash[j] == ref->hash[j] ||
+					       freed_after_pageout(s, lib, ref, j, page))) {
 			tolerated++;
 			continue;
 		}
@@ -1295,6 +1336,10 @@ static void compare(const struct spec *s, const struct cout *lib, const struct c
 		int64_t page = (int64_t)j - CMP_EXTRA;
 
 		if ((lib->ps[j] & ref->ps[j] & PS_READ) && lib->hash[j] != ref->hash[j]) {
+			if (freed_after_pageout(s, lib, ref, j, page)) {
+				tolerated++;
+				continue;
+			}
 			snprintf(label, sizeof(label), "contents %s", seg_desc(s, page));
 			mismatch(v, label, "page +%" PRId64, page);
 			break;
@@ -1822,8 +1867,8 @@ START_TEST(test_random)
 	       cases ? ms / (double)cases : 0.0, cases ? (cpu_ms() - cpu0) / (double)cases : 0.0);
 	print_coverage();
 	if (tolerated)
-		printf("conformance: %" PRIu64 " page(s) resident on one side only under a PAGEOUT hint,"
-		       " contents equal: tolerated\n", tolerated);
+		printf("conformance: %" PRIu64 " page(s) differing under a PAGEOUT hint (residency with"
+		       " contents equal, or zero after a later FREE): tolerated\n", tolerated);
 	for (uint32_t i = 0; i < ntally; i++)
 		printf("  %6" PRIu64 " x %s (first: seed %#" PRIx64 ")\n", tally[i].count,
 		       tally[i].label, tally[i].seed);
