@@ -1214,6 +1214,8 @@ int bench_p8(const struct bench_opts *o)
 	if (ret == 0 && (!only || !strcmp(only, "pageout"))) {
 		uint64_t need = l.small * l.small_len + l.big * l.big_len + 64 * MIB;
 
+		if (geteuid() == 0)
+			tempswap_reap();
 		if (tempswap_free() < need && geteuid() == 0 && !o->quick &&
 		    tempswap_on(&sw, need + 256 * MIB, why, sizeof(why)))
 			bench_note(o, "p8 pageout: no swap and no temporary swap file (%s): skipped", why);

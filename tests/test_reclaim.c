@@ -1478,6 +1478,7 @@ int main(void)
 		close(fd);
 	}
 	make_file();
+	tempswap_reap();
 	if (!have_swap() && tempswap_on(&swap, 256 * MIB, swap_why, sizeof(swap_why)) == 0)
 		printf("pageout_anon_swap: temporary swap file %s (256 MiB)\n", swap.path);
 	tcase_set_timeout(tc, 120);

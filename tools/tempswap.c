@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: MIT
 /* A temporary swap file: see tempswap.h. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/swap.h>
 #include <unistd.h>
@@ -23,6 +26,39 @@ uint64_t tempswap_free(void)
 	return kb * 1024;
 }
 
+#define SWAP_DIR "/var/tmp"
+#define SWAP_PREFIX "madvx-swap-"
+
+/*
+ * Swap files of processes that are gone: a run killed before
+ * tempswap_off() (a meson test timeout is a SIGTERM) leaves its file
+ * swapped on, and every later test on the machine runs with swap - which
+ * changes what MADV_PAGEOUT and MADV_FREE do (seen: a conformance failure).
+ */
+void tempswap_reap(void)
+{
+	DIR *d = opendir(SWAP_DIR);
+	struct dirent *e;
+	char path[300];
+
+	while (d && (e = readdir(d))) {
+		char *end;
+		long pid;
+
+		if (strncmp(e->d_name, SWAP_PREFIX, strlen(SWAP_PREFIX)))
+			continue;
+		pid = strtol(e->d_name + strlen(SWAP_PREFIX), &end, 10);
+		if (*end || pid <= 0 || !kill((pid_t)pid, 0) || errno != ESRCH)
+			continue;
+		snprintf(path, sizeof(path), SWAP_DIR "/%s", e->d_name);
+		if (swapoff(path) && errno != EINVAL)	/* EINVAL: not swapped on */
+			continue;
+		unlink(path);
+	}
+	if (d)
+		closedir(d);
+}
+
 int tempswap_on(struct tempswap *s, uint64_t bytes, char *why, size_t len)
 {
 	static char page[4096];
@@ -34,7 +70,8 @@ int tempswap_on(struct tempswap *s, uint64_t bytes, char *why, size_t len)
 		snprintf(why, len, "only root can add swap");
 		return -1;
 	}
-	snprintf(s->path, sizeof(s->path), "/var/tmp/madvx-swap-%d", (int)getpid());
+	tempswap_reap();
+	snprintf(s->path, sizeof(s->path), SWAP_DIR "/" SWAP_PREFIX "%d", (int)getpid());
 	fd = open(s->path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		snprintf(why, len, "cannot create %s: %s", s->path, strerror(errno));

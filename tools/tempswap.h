@@ -7,7 +7,8 @@
  * The file is made in /var/tmp (a disk filesystem: swap files on tmpfs or
  * overlayfs are refused), preallocated with posix_fallocate() and given a
  * swap header written here (no mkswap needed), then swapon()ed. Needs root
- * (CAP_SYS_ADMIN). tempswap_off() swaps it off and removes it.
+ * (CAP_SYS_ADMIN). tempswap_off() swaps it off and removes it; tempswap_on()
+ * first swaps off and removes the files of processes that died without it.
  */
 #ifndef MADVX_TEMPSWAP_H
 #define MADVX_TEMPSWAP_H
@@ -20,6 +21,12 @@ struct tempswap {
 	char path[64];
 	bool on;
 };
+
+/*
+ * Swap off and remove the files of runs that died before tempswap_off()
+ * (a test killed by its timeout): call before deciding whether swap exists.
+ */
+void tempswap_reap(void);
 
 /* Free swap in bytes (/proc/meminfo SwapFree). */
 uint64_t tempswap_free(void);
