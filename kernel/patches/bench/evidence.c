@@ -74,19 +74,6 @@
 
 #include "evidence.h"
 
-#ifndef MADV_COLD
-#define MADV_COLD 20
-#endif
-#ifndef MADV_PAGEOUT
-#define MADV_PAGEOUT 21
-#endif
-#ifndef __NR_process_madvise
-#define __NR_process_madvise 440
-#endif
-#ifndef __NR_pidfd_open
-#define __NR_pidfd_open 434
-#endif
-
 #define NVEC		1024	/* UIO_MAXIOV */
 #define MAX_REPS	31
 #define MAX_WRITERS	64

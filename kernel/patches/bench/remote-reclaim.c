@@ -35,19 +35,6 @@
 
 #include "guest.h"
 
-#ifndef MADV_COLD
-#define MADV_COLD 20
-#endif
-#ifndef MADV_PAGEOUT
-#define MADV_PAGEOUT 21
-#endif
-#ifndef __NR_process_madvise
-#define __NR_process_madvise 440
-#endif
-#ifndef __NR_pidfd_open
-#define __NR_pidfd_open 434
-#endif
-
 #define TRACE	"/sys/kernel/tracing/instances/remote-reclaim"
 #define PG	4096UL
 #define NVEC	1024

@@ -42,13 +42,6 @@
 
 #include "guest.h"
 
-#ifndef __NR_process_madvise
-#define __NR_process_madvise 440
-#endif
-#ifndef __NR_pidfd_open
-#define __NR_pidfd_open 434
-#endif
-
 #define TRACE "/sys/kernel/tracing/instances/uring-madv"
 #define PG 4096UL
 #define VEC 1024
