@@ -1299,6 +1299,9 @@ struct madvx_reclaim_report {
 	uint32_t last_entries;		/* entries in the latest call */
 	int32_t stop;			/* enum madvx_reclaim_stop */
 	int32_t err;			/* 0 or the -errno behind stop */
+	/* What this reclaim used, defaults resolved (0 until opts are accepted). */
+	uint32_t max_lock_us;		/* the bound on one call */
+	uint32_t pause_us;		/* the gap after each call; 0: none */
 };
 
 /* Called after every call with the running report; nonzero cancels. */
@@ -1308,9 +1311,16 @@ typedef int (*madvx_reclaim_progress_fn)(void *ctx, const struct madvx_reclaim_r
 #define MADVX_RECLAIM_NO_ROLLUP	(1U << 1)	/* skip smaps_rollup (it walks every page table) */
 #define MADVX_RECLAIM_NO_PAUSE	(1U << 2)	/* back-to-back calls: no gap for the target's writers */
 
-/* What max_lock_us and pause_us 0 mean (measured: BENCHMARKS.md, p8). */
-#define MADVX_RECLAIM_DEFAULT_MAX_LOCK_US	1000
-#define MADVX_RECLAIM_DEFAULT_PAUSE_US		300
+/*
+ * What max_lock_us and pause_us 0 mean (measured: BENCHMARKS.md, p8 sweep):
+ * calls bounded to 300 us; after each, a 300 us gap for MADV_COLD and a
+ * 50 us gap for MADV_PAGEOUT, which makes about four times the calls per
+ * GiB (its pages are written out in the call), so that a longer gap would
+ * multiply its wall time.
+ */
+#define MADVX_RECLAIM_DEFAULT_MAX_LOCK_US	300
+#define MADVX_RECLAIM_DEFAULT_PAUSE_US		300	/* MADV_COLD */
+#define MADVX_RECLAIM_DEFAULT_PAUSE_US_PAGEOUT	50
 
 struct madvx_reclaim_opts {
 	size_t size;			/* sizeof(struct madvx_reclaim_opts) */
@@ -1337,10 +1347,11 @@ struct madvx_reclaim_opts {
  *  - each call's bytes come from the rate (bytes per ns) measured on the
  *    calls so far, adapted after every call (a call that overran the bound
  *    cuts the rate at once); large VMAs are advised in pieces;
- *  - after each call it sleeps opts->pause_us (default 300 us), so that a
- *    writer of the target woken by the call's end takes the lock before the
- *    next call could steal it (rwsem reader lock stealing lasts until the
- *    writer's 4-8 ms handoff timeout); MADVX_RECLAIM_NO_PAUSE: no gap;
+ *  - after each call it sleeps opts->pause_us (default 300 us for COLD,
+ *    50 us for PAGEOUT), so that a writer of the target woken by the
+ *    call's end takes the lock before the next call could steal it (rwsem
+ *    reader lock stealing lasts until the writer's 4-8 ms handoff timeout);
+ *    MADVX_RECLAIM_NO_PAUSE: no gap;
  *  - before each call every entry is looked up again (lines of
  *    /proc/PID/maps read for that call, or PROCMAP_QUERY): a range unmapped
  *    or replaced by a mapping that no longer passes the filter is skipped

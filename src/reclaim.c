@@ -34,27 +34,34 @@
  * us (p99) after its wake-up on an idle 2-vCPU host, 21-30 us (p50) and
  * 8-22 ms (p99) at load 20 (madvx-bench p8).
  *
- * The numbers, from p8's sweep of bound x gap on an idle host (BENCHMARKS.md,
- * "p8 sweep"; two runs of 7 and 15 interleaved repetitions): the rule is the
- * lowest target mmap p99 among the settings that cost at most 1.5x the
- * Android way's CPU per GiB and 4x its wall time, for COLD and PAGEOUT in
- * both runs. That is a 1 ms bound with a 300 us gap: mmap p99 17-26x idle,
- * CPU 1.15-1.41x, wall 1.8-2.3x. A 300 us bound halves the p99 (8-12x) but
- * costs 1.2-1.8x CPU for COLD and 2.3-2.5x CPU and 5-6x wall for PAGEOUT,
- * whose per-call cost is high; a 100 us bound reaches 2.5-5.7x at 3.2-3.7x
- * CPU and 8-32x wall (where that goes, BENCHMARKS.md "p8 at small bounds":
- * 40-60 us of CPU per gap's sleep on a paravirtualised host, and longer holds
- * after each gap, as the target's threads run again and every entry's TLB
- * flush reaches them; no longer the look-ups). No gap: 33-74x. The p99 is
- * about the bound because a writer that arrives during a call waits for its
- * end; only a kernel that advises another process under per-VMA locks
- * (patch 6 of kernel/patches) removes that.
+ * The numbers, from p8's sweep of bound x gap (BENCHMARKS.md, "p8 sweep";
+ * the rule: the lowest target mmap p99 among the settings that cost at
+ * most 1.5x the Android way's CPU per GiB and 4x its wall time, in every
+ * run). Since each call's look-ups read the lines of /proc/PID/maps it
+ * needs instead of a PROCMAP_QUERY per entry, a call costs little besides
+ * the kernel's work and the gap's sleep, and a 300 us bound meets the cost
+ * goals where it did not before. Three runs of 15 repetitions on
+ * 2026-12-03 (one idle, two beside other jobs): COLD with a 300 us bound
+ * and a 300 us gap, mmap p99 17-19x idle at 0.8-1.1x the Android way's CPU
+ * and 2.0-2.7x its wall, against 59-62x for the former 1 ms bound.
+ * PAGEOUT makes about four times the calls per GiB (its pages are written
+ * to swap in the call), so the gap multiplies its wall time: a 300 us gap
+ * took it to 4.1-4.7x the Android way's wall; with 50 us, p99 16-48x idle
+ * (1 ms bound: 33-119x) at 1.4-1.5x CPU and 2.7-3.0x wall. A 100 us bound
+ * reaches single digits only in some runs, at up to 4-20x wall (40-60 us
+ * of CPU per gap's sleep on a paravirtualised host, and longer holds after
+ * each gap as the target's threads run again and every entry's TLB flush
+ * reaches them: BENCHMARKS.md "p8 at small bounds"). No gap: 33-120x. The
+ * p99 follows the bound because a writer that arrives during a call waits
+ * for its end; only a kernel that advises another process under per-VMA
+ * locks (patch 6 of kernel/patches) removes that.
  * The adaptive alternative (pause while /proc/PID/task/TID/syscall shows a
  * writer) lost: the woken writer is runnable, and the kernel reports a
  * runnable thread as "running".
  */
 #define DEFAULT_MAX_LOCK_US MADVX_RECLAIM_DEFAULT_MAX_LOCK_US
 #define DEFAULT_PAUSE_US MADVX_RECLAIM_DEFAULT_PAUSE_US
+#define DEFAULT_PAUSE_US_PAGEOUT MADVX_RECLAIM_DEFAULT_PAUSE_US_PAGEOUT
 #define FIRST_CALL_BYTES (256 * 1024)
 /*
  * The kernel's MAX_RW_COUNT: import_iovec() silently truncates a vector to
@@ -161,7 +168,8 @@ static int take_opts(struct reclaim *c, const struct madvx_reclaim_opts *o)
 	if (!c->o.max_lock_us)
 		c->o.max_lock_us = DEFAULT_MAX_LOCK_US;
 	if (!c->o.pause_us && !(c->o.flags & MADVX_RECLAIM_NO_PAUSE))
-		c->o.pause_us = DEFAULT_PAUSE_US;
+		c->o.pause_us = c->o.advice == MADV_PAGEOUT ? DEFAULT_PAUSE_US_PAGEOUT :
+							      DEFAULT_PAUSE_US;
 	c->include = c->o.include ? c->o.include : MADVX_VMA_ANON | MADVX_VMA_FILE;
 	c->exclude = c->o.exclude | RECLAIM_ALWAYS_EXCLUDE;
 	c->end = c->o.end ? c->o.end : UINT64_MAX;
@@ -561,6 +569,8 @@ static int reclaim(struct madvx_target *target, const struct madvx_reclaim_opts 
 	ret = take_opts(c, opts);
 	if (ret)
 		goto out;
+	rep->max_lock_us = c->o.max_lock_us;
+	rep->pause_us = c->o.flags & MADVX_RECLAIM_NO_PAUSE ? 0 : c->o.pause_us;
 	if (!(c->o.flags & MADVX_RECLAIM_DRYRUN)) {
 		ret = madvx_target_check(target, c->o.advice);
 		if (ret)

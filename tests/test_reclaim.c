@@ -816,6 +816,58 @@ START_TEST(child_exits_mid_reclaim)
 }
 END_TEST
 
+/*
+ * The report says which bound and gap the reclaim used: the defaults
+ * resolved per advice (COLD and PAGEOUT differ), the caller's values, or no
+ * gap; and a real run sleeps at least that gap after each call but the last
+ * (its wall time minus its calls and planning).
+ */
+START_TEST(report_names_bound_and_gap)
+{
+	struct madvx_reclaim_opts o = { .size = sizeof(o), .include = MADVX_VMA_ANON,
+					.flags = MADVX_RECLAIM_DRYRUN | MADVX_RECLAIM_NO_ROLLUP };
+	struct madvx_reclaim_report r = { .size = sizeof(r) };
+	struct madvx_target *t;
+	uint64_t slept;
+	struct kid k;
+
+	kid_start(&k);
+	ck_assert_int_eq(madvx_target_open(k.pid, 0, &t), 0);
+	o.advice = MADV_COLD;
+	ck_assert_int_eq(madvx_reclaim(t, &o, &r), 0);
+	ck_assert_uint_eq(r.max_lock_us, MADVX_RECLAIM_DEFAULT_MAX_LOCK_US);
+	ck_assert_uint_eq(r.pause_us, MADVX_RECLAIM_DEFAULT_PAUSE_US);
+	o.advice = MADV_PAGEOUT;
+	ck_assert_int_eq(madvx_reclaim(t, &o, &r), 0);
+	ck_assert_uint_eq(r.pause_us, MADVX_RECLAIM_DEFAULT_PAUSE_US_PAGEOUT);
+	ck_assert_uint_ne(MADVX_RECLAIM_DEFAULT_PAUSE_US_PAGEOUT, MADVX_RECLAIM_DEFAULT_PAUSE_US);
+	o.flags |= MADVX_RECLAIM_NO_PAUSE;
+	ck_assert_int_eq(madvx_reclaim(t, &o, &r), 0);
+	ck_assert_uint_eq(r.pause_us, 0);
+	/* refused options: nothing used */
+	o.pause_us = 5;
+	ck_assert_int_eq(madvx_reclaim(t, &o, &r), -EINVAL);
+	ck_assert_uint_eq(r.max_lock_us, 0);
+	ck_assert_uint_eq(r.pause_us, 0);
+
+	/* a real COLD run with small calls: the gaps were slept */
+	o = (struct madvx_reclaim_opts){ .size = sizeof(o), .advice = MADV_COLD,
+					 .include = MADVX_VMA_ANON, .max_lock_us = 50,
+					 .pause_us = 2000, .max_entries = 1,
+					 .flags = MADVX_RECLAIM_NO_ROLLUP };
+	ck_assert_int_eq(madvx_reclaim(t, &o, &r), 0);
+	ck_assert_uint_eq(r.max_lock_us, 50);
+	ck_assert_uint_eq(r.pause_us, 2000);
+	ck_assert_uint_ge(r.calls, 3);
+	slept = r.elapsed_ns - r.call_ns - r.plan_ns;
+	ck_assert_msg(slept >= (r.calls - 1) * 2000000ULL,
+		      "%llu calls, %llu ns outside calls and planning",
+		      (unsigned long long)r.calls, (unsigned long long)slept);
+	madvx_target_free(t);
+	ck_assert_int_eq(kid_stop(&k), 0);
+}
+END_TEST
+
 /* ---- the target's writers make progress during a reclaim ---- */
 
 #define WR_VMAS 128
@@ -942,11 +994,13 @@ static float quantile(const struct writer_shared *w, double q)
  * lock (src/reclaim.c). The bound is generous for a loaded 2-vCPU machine:
  * 5 x (bound + gap) plus 8 ms for the writer's wake-up and scheduling (a
  * woken thread's p99 wake-up latency was 4-8 ms at load 20, madvx-bench p8),
- * 10 ms with the defaults, checked at the 99th percentile because a writer
- * preempted by other load takes longer regardless of the lock. Back-to-back
- * calls fail it: measured at load 18-30 on 2 vCPUs, p99 0.1-3.5 ms with the
- * defaults, 30-110 ms without the gap (NO_PAUSE, the line this test prints
- * for contrast; and the defaults built with a 0 gap).
+ * 11 ms with COLD's defaults (300 us and 300 us), checked at the 99th
+ * percentile because a writer preempted by other load takes longer
+ * regardless of the lock. Back-to-back calls fail it: measured at load
+ * 18-30 on 2 vCPUs, p99 0.1-3.5 ms with the former defaults (1 ms, 300
+ * us), 30-110 ms without the gap (NO_PAUSE, the line this test prints for
+ * contrast; and the defaults built with a 0 gap); at load 5, 0.4 ms with
+ * these defaults and 13.7 ms without the gap.
  */
 START_TEST(writer_progresses_during_reclaim)
 {
@@ -1496,6 +1550,7 @@ int main(void)
 	tcase_add_test(tc, child_remaps_in_progress_vma);
 	tcase_add_test(tc, lookups_by_maps_stream);
 	tcase_add_test(tc, child_exits_mid_reclaim);
+	tcase_add_test(tc, report_names_bound_and_gap);
 	tcase_add_test(tc, writer_progresses_during_reclaim);
 	tcase_add_test(tc, dead_pidfd_never_names_new_process);
 	tcase_add_test(tc, no_cap_sys_nice_is_eperm);

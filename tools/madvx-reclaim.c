@@ -44,12 +44,13 @@ static void usage(FILE *f)
 		"                     [--dry-run] [--json]\n"
 		"  Deactivates (--cold, default) or pages out (--pageout) the anonymous and/or\n"
 		"  file-backed memory of a process, holding its mmap_lock at most MS per call\n"
-		"  (default %.1f) and leaving its writers a gap of MS after each (default %.1f;\n"
-		"  0: none). BYTES takes K, M, G suffixes. Needs CAP_SYS_NICE and ptrace\n"
-		"  read access to the target.\n"
+		"  (default %.1f) and leaving its writers a gap of MS after each (default %.2f\n"
+		"  for --cold, %.2f for --pageout; 0: none). BYTES takes K, M, G suffixes.\n"
+		"  Needs CAP_SYS_NICE and ptrace read access to the target.\n"
 		"Exit: 0 done, 1 failure, 2 usage, 3 no such process, 4 not permitted,\n"
 		"      5 not supported by this kernel.\n",
-		MADVX_RECLAIM_DEFAULT_MAX_LOCK_US / 1e3, MADVX_RECLAIM_DEFAULT_PAUSE_US / 1e3);
+		MADVX_RECLAIM_DEFAULT_MAX_LOCK_US / 1e3, MADVX_RECLAIM_DEFAULT_PAUSE_US / 1e3,
+		MADVX_RECLAIM_DEFAULT_PAUSE_US_PAGEOUT / 1e3);
 }
 
 static int parse_bytes(const char *s, uint64_t *out)
@@ -85,19 +86,6 @@ static int parse_ms(const char *s, uint32_t *us)
 		return -1;
 	*us = (uint32_t)(v * 1000.0 + 0.5);
 	return 0;
-}
-
-/* The bound and gap madvx_reclaim() uses for these options. */
-static uint32_t lock_us(const struct cli *c)
-{
-	return c->o.max_lock_us ? c->o.max_lock_us : MADVX_RECLAIM_DEFAULT_MAX_LOCK_US;
-}
-
-static uint32_t pause_us(const struct cli *c)
-{
-	if (c->o.flags & MADVX_RECLAIM_NO_PAUSE)
-		return 0;
-	return c->o.pause_us ? c->o.pause_us : MADVX_RECLAIM_DEFAULT_PAUSE_US;
 }
 
 static const char *human(uint64_t b, char *buf, size_t len)
@@ -209,7 +197,7 @@ static void print_json(const struct cli *c, const struct madvx_reclaim_report *r
 	}
 	printf("},\"max_lock_us\":%u,\"pause_us\":%u,\"max_call_ns\":%llu,"
 	       "\"calls_over_bound\":%llu,\"call_ns\":%llu,\"elapsed_ns\":%llu,\"plan_ns\":%llu,",
-	       lock_us(c), pause_us(c),
+	       r->max_lock_us, r->pause_us,
 	       (unsigned long long)r->max_call_ns, (unsigned long long)r->calls_over_bound,
 	       (unsigned long long)r->call_ns, (unsigned long long)r->elapsed_ns,
 	       (unsigned long long)r->plan_ns);
@@ -236,8 +224,8 @@ static void print_human(const struct cli *c, const struct madvx_reclaim_report *
 		       human(r->call_ns ? (uint64_t)((double)r->bytes * 1e9 / (double)r->call_ns) : 0,
 			     b, sizeof(b)));
 		printf("  longest call %.2f ms (bound %.2f ms, %llu over), gap after each %.2f ms\n",
-		       (double)r->max_call_ns / 1e6, (double)lock_us(c) / 1e3,
-		       (unsigned long long)r->calls_over_bound, (double)pause_us(c) / 1e3);
+		       (double)r->max_call_ns / 1e6, (double)r->max_lock_us / 1e3,
+		       (unsigned long long)r->calls_over_bound, (double)r->pause_us / 1e3);
 		printf("  refused entries: %llu", (unsigned long long)r->failed_entries);
 		for (int k = 0; k < 64; k++) {
 			if (!r->errors[k])
