@@ -38,7 +38,13 @@
 # jemalloc-upstream, mimalloc, mimalloc-upstream, bdwgc, bdwgc-upstream;
 # default all, the upstream ones when MADVX_JEMALLOC_UPSTREAM /
 # MADVX_MIMALLOC_UPSTREAM / MADVX_BDWGC_UPSTREAM are set), MADVX_CLIENTS_WORKLOADS (comma list of the
-# workloads above; default all).  Needs the network (apt source packages,
+# workloads above; default all), MADVX_CLIENTS_BASE_LIB (a directory holding
+# another libmadvx.so.1, e.g. src/ of a build of the merge base: adds the
+# build "patched-base", patched clients run with that library first in
+# LD_LIBRARY_PATH, which their RUNPATH yields to; before/after of a change
+# in one interleaved run) and MADVX_CLIENTS_BASE_BUILD (where those patched
+# clients are: another clients build directory, e.g. one whose patches
+# predate the change; default this one).  Needs the network (apt source packages,
 # and MIMALLOC_BENCH when it is a URL), about 15 minutes of builds the first
 # time and 30-40 minutes of runs at REPS 3 on 2 cores.
 set -euo pipefail
@@ -164,18 +170,27 @@ library_of()
 # Cases "allocator workload"; bdwgc's is "bdwgc gctest".
 client_bench_cmd()
 {
-	local alloc=${1%% *} work=${1#* } tree
+	local alloc=${1%% *} work=${1#* } tree build=$2 base='' root=$BUILD
+	# patched-base: patched clients of MADVX_CLIENTS_BASE_BUILD, with
+	# MADVX_CLIENTS_BASE_LIB's libmadvx
+	if [[ $build == patched-base ]]; then
+		build=patched
+		base=$MADVX_CLIENTS_BASE_LIB
+		root=${MADVX_CLIENTS_BASE_BUILD:-$BUILD}
+	fi
 	if [[ $alloc == bdwgc ]]; then
-		tree=$BUILD/bdwgc/$2
-		CMD=(env LD_LIBRARY_PATH="$tree/.libs" "$tree/.libs/gctest")
+		tree=$root/bdwgc/$build
+		CMD=(env LD_LIBRARY_PATH="${base:+$base:}$tree/.libs" "$tree/.libs/gctest")
 		return
 	fi
 	if [[ $alloc == bdwgc-upstream ]]; then
-		CMD=("$BUILD/bdwgc-upstream/$2/gctest")	# CMake's: its rpath finds libgc
+		# CMake's gctest: its RUNPATH finds libgc (and libmadvx unless base)
+		CMD=(env ${base:+LD_LIBRARY_PATH="$base"} "$root/bdwgc-upstream/$build/gctest")
 		return
 	fi
 	# shellcheck disable=SC2207 # the arguments are words
-	CMD=(env LD_PRELOAD="$(library_of "$alloc" "$2")" "$BUILD/mb/$work" $(workload_args "$work"))
+	CMD=(env ${base:+LD_LIBRARY_PATH="$base"} LD_PRELOAD="$(BUILD=$root library_of "$alloc" "$build")"
+		"$BUILD/mb/$work" $(workload_args "$work"))
 }
 
 # The fixed-duration workloads' own figure: larson's operations per second,
@@ -208,7 +223,11 @@ for a in bdwgc bdwgc-upstream; do
 		CASES+=("$a gctest|" "$a gctest threshold 1|GC_UNMAP_THRESHOLD=1")
 	fi
 done
-BUILDS=("stock|" "patched|")
+BUILDS=("stock|" ${MADVX_CLIENTS_BASE_LIB:+"patched-base|"} "patched|")
+if [[ -n ${MADVX_CLIENTS_BASE_LIB:-} ]]; then
+	[[ -e $MADVX_CLIENTS_BASE_LIB/libmadvx.so.1 ]] ||
+		die "MADVX_CLIENTS_BASE_LIB=$MADVX_CLIENTS_BASE_LIB holds no libmadvx.so.1"
+fi
 ((${#CASES[@]})) || die "no case selected (MADVX_CLIENTS_ALLOCATORS, MADVX_CLIENTS_WORKLOADS)"
 
 client_bench "$BUILD/clients.csv" "$REPS"

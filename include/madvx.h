@@ -343,7 +343,10 @@ MADVX_API int madvx_kernel_info_get(struct madvx_kernel_info *info);
  * Fork: the library notices a new process at its next entry, whatever made
  * it - fork(), _Fork(), syscall(SYS_fork), clone() without CLONE_VM - and
  * drops the per-process state it inherited (the pidfd and /proc/self/maps fd
- * that name the parent, VMA caches), so it never advises the parent's memory.
+ * that name the parent), so it never advises the parent's memory. A batch's
+ * VMA cache is kept: the child starts with its parent's layout (its
+ * MADV_DONTFORK mappings are holes there, which the kernel's answer settles,
+ * as for any stale bound: a cost in speed, never in results).
  * In the child, the batches the forking thread owned may be used as before
  * (their pending hints apply to the child's copy of the memory) and new ones
  * created; batches other threads owned at the fork may have been mid-flush

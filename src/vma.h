@@ -21,8 +21,16 @@
  * the same arenas flush after flush), but only the VMAs: at the
  * start of each flush (madvx_vma_cache_age()) every span forgets the gap
  * below its VMA, and a question about a gap goes to the kernel again. It is
- * dropped whole in a new process, and after a flush in which the kernel
- * refused an entry (a sign the layout moved: @stale).
+ * dropped whole after a flush in which the kernel refused an entry (a sign
+ * the layout moved: @stale).
+ *
+ * A child of any fork kind keeps it: its layout is its parent's at the
+ * fork, minus the MADV_DONTFORK VMAs, which are holes in the child. A VMA
+ * kept from the parent is therefore no staler than one kept from an earlier
+ * flush: where it is a hole now the kernel answers ENOMEM for the entry,
+ * which issue.c resolves on the kernel's bounds (and marks the cache
+ * @stale). Dropping it cost every child its own look-ups of the parent's
+ * layout (bdwgc's gctest: 500 of 749 look-ups were in forked children).
  */
 #ifndef MADVX_VMA_H
 #define MADVX_VMA_H
@@ -49,7 +57,6 @@ struct madvx_vma_cache {
 	uint32_t count;
 	uint32_t last;		/* index of the last hit */
 	bool stale;		/* the kernel refused an entry planned on it */
-	uint64_t gen;		/* __madvx_proc_gen() of the process that filled it */
 	uint64_t queries;	/* kernel lookups done (stats) */
 	/* Last: with the fields above, a first lookup touches its head only. */
 	struct madvx_vma_span span[MADVX_VMA_CACHE];
@@ -60,16 +67,15 @@ static inline void madvx_vma_cache_reset(struct madvx_vma_cache *c)
 	c->count = 0;
 	c->last = 0;
 	c->stale = false;
-	c->gen = __madvx_proc_gen();
 }
 
 /*
  * Between flushes: keep the VMAs, forget the gaps (see the head of this
- * file), or drop everything in a new process or after a refusal.
+ * file), also in a new process; drop everything after a refusal.
  */
 static inline void madvx_vma_cache_age(struct madvx_vma_cache *c)
 {
-	if (c->stale || c->gen != __madvx_proc_gen()) {
+	if (c->stale) {
 		madvx_vma_cache_reset(c);
 		return;
 	}

@@ -119,6 +119,49 @@ START_TEST(batch_flush_takes_no_mmap_lock)
 END_TEST
 
 /*
+ * What bdwgc's patches do where mprotect() dirty bits cut the heap into
+ * VMAs they do not track (examples/bdwgc): every range goes in page by
+ * page, each page vouched for, the crossing ranges too - a page lies in
+ * one VMA. Touching vouched hints are not merged (plan.c), so no entry
+ * crosses: no mmap_lock, no look-up, one entry per page, every page zapped.
+ */
+START_TEST(batch_flush_pages_vouched)
+{
+	struct madvx_batch_opts o = { .size = sizeof(o), .capacity = 2 * NHINTS };
+	struct locktrace_result r;
+	struct madvx_stats st;
+	struct madvx_batch *b;
+	static struct fixture f;
+	size_t pg = test_page(), pages = 0, distinct = 0;
+
+	setup_fixture(&f);
+	ck_assert_int_eq(madvx_batch_create(&o, &b), 0);
+	for (size_t i = 0; i < NHINTS; i++)
+		for (size_t off = 0; off < f.hints[i].iov_len; off += pg, pages++)
+			ck_assert_int_ge(madvx_batch_add_flags(b, (uint8_t *)f.hints[i].iov_base + off,
+							       pg, MADV_DONTNEED,
+							       MADVX_HINT_ONE_VMA), 0);
+	test_measured_flush(&lt, b, &r, &st);
+	printf("pages vouched: %llu read + %llu write mmap_lock acquisitions, %llu look-ups, "
+	       "%llu syscalls, %llu entries for %zu pages\n",
+	       (unsigned long long)r.self.acq_read, (unsigned long long)r.self.acq_write,
+	       (unsigned long long)st.vma_queries, (unsigned long long)st.syscalls,
+	       (unsigned long long)st.vector_entries, pages);
+	ck_assert_uint_eq(r.self.acq_read, 0);
+	ck_assert_uint_eq(r.self.acq_write, 0);
+	ck_assert_uint_eq(st.vma_queries, 0);
+	/* A page hinted twice (a crossing range ends where the next hint is) is one entry. */
+	for (size_t i = 0; i < NPAGES; i++)
+		distinct += f.hinted[i];
+	ck_assert_uint_eq(st.vma_skipped, distinct);
+	ck_assert_uint_eq(st.vector_entries, distinct);
+	check_zapped(&f);
+	madvx_batch_free(b);
+	teardown_fixture(&f);
+}
+END_TEST
+
+/*
  * MADVX_HINT_ONE_VMA: the single-VMA hints vouched for, the crossing ones
  * not: no mmap_lock, and look-ups only for the crossing ones. Then every
  * hint vouched for, the crossing ones wrongly: the kernel walks those under
@@ -391,8 +434,10 @@ int main(void)
 		       "mmap_lock): batch tests not run\n");
 	else
 		tcase_add_test(tc, batch_flush_takes_no_mmap_lock);
-	if (pervma && vec)
+	if (pervma && vec) {
 		tcase_add_test(tc, batch_flush_vouched_hints);
+		tcase_add_test(tc, batch_flush_pages_vouched);
+	}
 	if (vec && pervma) {
 		tcase_add_test(tc, raw_vector_with_crossing_entry_takes_mmap_lock);
 		tcase_add_test(tc, raw_vector_single_vma_entries_take_no_mmap_lock);

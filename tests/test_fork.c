@@ -729,6 +729,99 @@ START_TEST(test_lone_guess_inherited)
 }
 END_TEST
 
+/*
+ * The batch's VMA cache is kept by a child of any kind (vma.h): its layout
+ * is the parent's at the fork, so the child's flush over VMAs the parent
+ * looked up needs no look-up of its own, and its pages are zapped (the
+ * child's; the parent's stay). A VMA the parent had made MADV_DONTFORK is a
+ * hole in the child although the cache names it: the kernel's ENOMEM for
+ * that entry gives the hint madvise()'s answer (-ENOMEM, the pages below the
+ * hole done and zapped). Before, the cache was dropped in every new process
+ * and the first flush here looked up every VMA again (check 20).
+ */
+struct cache_kid {
+	struct madvx_batch *b;
+	uint8_t *p;		/* 72 pages: [16,32) and [48,56) read-only, [64,72) DONTFORK */
+};
+
+static uint64_t vma_queries_of(struct madvx_batch *b)
+{
+	struct madvx_stats st = { .size = sizeof(st) };
+
+	if (madvx_batch_stats(b, &st))
+		return UINT64_MAX;
+	return st.vma_queries;
+}
+
+static int cache_child(void *arg)
+{
+	const struct cache_kid *k = arg;
+	static const int hint[][2] = { { 8, 16 }, { 24, 16 }, { 40, 16 }, { 56, 8 } };
+	const struct madvx_hint *res;
+	uint64_t before = vma_queries_of(k->b);
+	unsigned char v;
+	uint32_t n;
+
+	for (size_t i = 0; i < sizeof(hint) / sizeof(hint[0]); i++)
+		if (madvx_batch_add(k->b, k->p + hint[i][0] * pg, hint[i][1] * pg,
+				    MADV_DONTNEED) < 0)
+			return 10;
+	if (madvx_batch_flush(k->b))
+		return 11;
+	if (vma_queries_of(k->b) != before)
+		return 20;	/* looked the parent's VMAs up again */
+	if (resident(k->p + 8 * pg, 56) || resident(k->p, 8) != 8 || !holds(k->p, 8, 1))
+		return 21;
+	if (!all_zero(k->p + 8 * pg, 56))
+		return 22;
+	/* [64, 72) is a hole here, whatever the cache says */
+	if (mincore(k->p + 64 * pg, pg, &v) == 0 || errno != ENOMEM)
+		return 23;
+	k->p[60 * pg] = 9;
+	if (madvx_batch_add(k->b, k->p + 60 * pg, 12 * pg, MADV_DONTNEED) < 0 ||
+	    madvx_batch_flush(k->b) != -ENOMEM)
+		return 24;
+	res = madvx_batch_results(k->b, &n);
+	if (!res || n != 1 || res[0].err != -ENOMEM || res[0].done != 4 * pg)
+		return 25;
+	if (resident(k->p + 60 * pg, 4) || k->p[60 * pg])
+		return 26;
+	madvx_batch_free(k->b);
+	return 0;
+}
+
+START_TEST(test_vma_cache_inherited)
+{
+	enum fork_kind kind = (enum fork_kind)_i;
+	struct cache_kid k;
+	int status;
+	pid_t pid;
+
+	if (UNDER_TSAN && kind != FK_FORK)
+		return;
+	k.p = test_map_filled(72, 1);
+	ck_assert_int_eq(mprotect(k.p + 16 * pg, 16 * pg, PROT_READ), 0);
+	ck_assert_int_eq(mprotect(k.p + 48 * pg, 8 * pg, PROT_READ), 0);
+	ck_assert_int_eq(madvise(k.p + 64 * pg, 8 * pg, MADV_DONTFORK), 0);
+	ck_assert_int_eq(madvx_batch_create(NULL, &k.b), 0);
+	/* WILLNEED keeps the pages; the flush looks up all six VMAs */
+	ck_assert_int_eq(madvx_batch_add(k.b, k.p, 72 * pg, MADV_WILLNEED), 0);
+	ck_assert_int_eq(madvx_batch_flush(k.b), 0);
+	ck_assert_uint_ge(vma_queries_of(k.b), 6);
+	pid = spawn(kind, cache_child, &k);
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "%s: child check %d failed", fk_name[kind],
+		      WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	/* the parent's pages are its own */
+	ck_assert_uint_eq(resident(k.p, 72), 72);
+	ck_assert(holds(k.p, 72, 1));
+	madvx_batch_free(k.b);
+	munmap(k.p, 72 * pg);
+}
+END_TEST
+
 START_TEST(test_child_use)
 {
 	enum fork_kind kind = (enum fork_kind)_i;
@@ -1740,6 +1833,7 @@ static Suite *fork_suite(void)
 	tcase_set_timeout(tc, 1800);
 	tcase_add_loop_test(tc, test_child_use, 0, FK__COUNT);
 	tcase_add_loop_test(tc, test_lone_guess_inherited, 0, FK_FORKED_COUNT);
+	tcase_add_loop_test(tc, test_vma_cache_inherited, 0, FK_FORKED_COUNT);
 	tcase_add_loop_test(tc, test_misdirect, 0, FK_FORKED_COUNT);
 	tcase_add_test(tc, test_probe_race);
 	tcase_add_test(tc, test_stress);
