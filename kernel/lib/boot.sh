@@ -5,6 +5,19 @@ QEMU_MEM=${MADVX_KERNEL_MEM:-2G}
 QEMU_SMP=${MADVX_KERNEL_SMP:-2}
 # Upper bound for one boot, whatever the tests do.
 BOOT_TIMEOUT=${MADVX_KERNEL_BOOT_TIMEOUT:-3000}
+# The same for the sanitizer kernels (kasan, kcsan and their -base twins),
+# which run the same tests several times slower under TCG.
+SAN_BOOT_TIMEOUT=${MADVX_KERNEL_SAN_BOOT_TIMEOUT:-$((3 * BOOT_TIMEOUT))}
+
+# boot_timeout_for VARIANT: the boot limit of that kernel.
+boot_timeout_for()
+{
+	case $1 in
+	kasan | kasan-base | kcsan | kcsan-base) echo "$SAN_BOOT_TIMEOUT" ;;
+	*) echo "$BOOT_TIMEOUT" ;;
+	esac
+}
+
 # A guest whose serial log stays empty this long (init prints at once) is
 # taken for hung in early boot and booted once more: seen under TCG at load
 # ~15 on 2 cores, with a bzImage that had booted an hour before.
@@ -60,8 +73,12 @@ boot_kernel()
 	return $rc
 }
 
-# Kernel log patterns that fail a run.
-SPLAT_RE='WARNING:|BUG:|Oops|kernel BUG at|general protection fault|Kernel panic|possible circular locking|inconsistent lock state|possible recursive locking|suspicious RCU usage|KASAN|UBSAN|stack-protector|Call Trace:|blocked for more than|soft lockup|hard LOCKUP'
+# Kernel log patterns that fail a run.  KASAN and KCSAN reports start with
+# "BUG: KASAN: ..." / "BUG: KCSAN: ..." (the kasan and kcsan kernels); the
+# names and KCSAN's closing "Reported by Kernel Concurrency Sanitizer on:"
+# are listed on their own too, so that a report whose first line is lost
+# still fails the run (kernel/run selftest sanitizer).
+SPLAT_RE='WARNING:|BUG:|Oops|kernel BUG at|general protection fault|Kernel panic|possible circular locking|inconsistent lock state|possible recursive locking|suspicious RCU usage|KASAN|KCSAN|Kernel Concurrency Sanitizer|UBSAN|stack-protector|Call Trace:|blocked for more than|soft lockup|hard LOCKUP'
 
 # parse_log <serial log> <out dir> <kernel label>
 # Writes <out>/<label>.results ("name verdict rc secs"), <label>.splats and
@@ -193,7 +210,7 @@ judge()
 					if [[ $rv = PASS ]]; then
 						echo "FAIL: $t passes on $ref but is $v on $l"
 						bad=1
-					elif [[ $t = ksft/madv_vma_lock && ( $l = debug || $l = patched ) ]]; then
+					elif [[ $t = ksft/madv_vma_lock && ( $l = debug || $l = patched || $l = kasan || $l = kcsan ) ]]; then
 						# The series' own test: it must pass where the series is.
 						echo "FAIL: $t (added by the series) is $v on $l"
 						bad=1

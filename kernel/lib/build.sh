@@ -11,6 +11,13 @@
 #   old      the OLD source (Debian 12's 6.1.x, issue 24), pristine,
 #            base.config + old.config; the series is for 7.3 and is never
 #            applied to it (test --kernels old, test --full)
+#   kasan, kasan-base
+#            patched / pristine, base.config + debug.config + kasan.config:
+#            lockdep and the debug kernel's checks plus generic KASAN
+#            (issue 21; test --full, --kernels kasan; not CI)
+#   kcsan, kcsan-base
+#            patched / pristine, base.config + kcsan.config: the data race
+#            detector (issue 21; test --full, --kernels kcsan; not CI)
 #
 # Build dirs are per variant ($CACHE/build/<debver>/<variant>) and stamped
 # with a key: sha256 of (package version, series, fragments, BUILD_FORMAT).
@@ -46,7 +53,7 @@ series_hash()
 	(for p in $files; do basename "$p"; sha256sum <"$p"; done) | sha256sum | cut -c1-16
 }
 
-VARIANTS="base patched debug nopvl-base nopvl-patched old"
+VARIANTS="base patched debug nopvl-base nopvl-patched old kasan kasan-base kcsan kcsan-base"
 
 variant_fragments()
 {
@@ -55,6 +62,8 @@ variant_fragments()
 	debug) echo "$KDIR/config/base.config $KDIR/config/debug.config" ;;
 	nopvl-base | nopvl-patched) echo "$KDIR/config/base.config $KDIR/config/nopvl.config" ;;
 	old) echo "$KDIR/config/base.config $KDIR/config/old.config" ;;
+	kasan | kasan-base) echo "$KDIR/config/base.config $KDIR/config/debug.config $KDIR/config/kasan.config" ;;
+	kcsan | kcsan-base) echo "$KDIR/config/base.config $KDIR/config/kcsan.config" ;;
 	*) die "unknown variant '$1' ($VARIANTS)" ;;
 	esac
 }
@@ -62,7 +71,7 @@ variant_fragments()
 # Does the variant run the pristine source?
 variant_is_base()
 {
-	[[ $1 = base || $1 = nopvl-base || $1 = old ]]
+	[[ $1 = base || $1 = nopvl-base || $1 = old || $1 = kasan-base || $1 = kcsan-base ]]
 }
 
 # The source (use_source) a variant is built from.
@@ -105,6 +114,8 @@ variant_builddir()
 		v=base
 	elif [[ $v = nopvl-patched && $(series_hash) = none ]]; then
 		v=nopvl-base
+	elif [[ ($v = kasan || $v = kcsan) && $(series_hash) = none ]]; then
+		v=$v-base
 	fi
 	echo "$CACHE/build/${DEBVER//[~+:]/_}/$v"
 }
@@ -320,8 +331,11 @@ cmd_build()
 		case $1 in
 		--variant) variants+=("$2"); shift ;;
 		--variant=*) variants+=("${1#*=}") ;;
-		base | patched | debug | nopvl-base | nopvl-patched | old) variants+=("$1") ;;
-		*) die "build: unknown argument $1" ;;
+		-*) die "build: unknown argument $1" ;;
+		*)
+			[[ " $VARIANTS " = *" $1 "* ]] || die "build: unknown variant $1 ($VARIANTS)"
+			variants+=("$1")
+			;;
 		esac
 		shift
 	done

@@ -11,6 +11,9 @@
 #           (captured logs fed to the parser) -> non-zero
 #   evidence "evidence check": the comparison of the fixture rows in
 #           kernel/tests/evidence/ (no boot)       -> exit 0, "evidence check: ok"
+#   sanitizer synthetic logs of the kasan/kcsan kernels: their boot banners
+#           alone pass; a "BUG: KCSAN: data-race" report in the dmesg dump,
+#           and one whose "BUG:" line is lost, fail -> 0, non-zero, non-zero
 # Output of every case: $CACHE/selftest/<case>.out
 
 selftest_case()
@@ -36,12 +39,12 @@ selftest_case()
 
 cmd_selftest()
 {
-	local k=base bad=0 c cases=(pass silence patch fail warn regress evidence)
+	local k=base bad=0 c cases=(pass silence patch fail warn regress evidence sanitizer)
 	while (($#)); do
 		case $1 in
 		--kernel) k=$2; shift ;;
 		--kernel=*) k=${1#*=} ;;
-		pass | silence | patch | fail | warn | regress | evidence) cases=("$@"); break ;;
+		pass | silence | patch | fail | warn | regress | evidence | sanitizer) cases=("$@"); break ;;
 		*) die "selftest: unknown argument $1" ;;
 		esac
 		shift
@@ -77,6 +80,8 @@ cmd_selftest()
 			selftest_regress || bad=1 ;;
 		evidence)
 			selftest_case evidence 0 'evidence check: ok' "$KDIR/run" evidence check || bad=1 ;;
+		sanitizer)
+			selftest_sanitizer || bad=1 ;;
 		esac
 	done
 	if ((bad)); then
@@ -105,4 +110,38 @@ selftest_regress()
 	done
 	printf '%s\n' ksft/x lib/y >"$d/expected"
 	selftest_case regress 1 'FAIL: ksft/x passes on base' judge "$d" "$d/expected" base debug
+}
+
+# The splat scanner on the sanitizer kernels (synthetic serial logs): the
+# boot lines of a KASAN and a KCSAN kernel are no report; a KCSAN data-race
+# report in the dmesg dump is one, also when its "BUG:" line is missing.
+selftest_sanitizer()
+{
+	local d="$ST_DIR/sanitizer" k bad=0
+	local -a clean=("[    0.000000] kasan: KernelAddressSanitizer initialized (generic)"
+		"[    0.010000] kcsan: enabled early" "[    0.020000] kcsan: strict mode configured"
+		"[    1.000000] kcsan: selftest: 3/3 tests passed")
+	local -a race=("[   42.000000] ==================================================================="
+		"[   42.000000] BUG: KCSAN: data-race in madvise_cold_or_pageout_pte_range / zap_pte_range"
+		"[   42.000000] write to 0xffff888003a4b6c8 of 8 bytes by task 93 on cpu 1:"
+		"[   42.000000] Reported by Kernel Concurrency Sanitizer on:")
+	rm -rf "$d"
+	mkdir -p "$d"
+	for k in clean race lost; do
+		{
+			printf '%s\n' "MADVX-BOOT 7.3.4 #1 cpus=2" "MADVX-START ksft/x" \
+				"MADVX-RESULT ksft/x PASS 0 1.0" "MADVX-COUNT 1" "MADVX-DMESG-BEGIN" "${clean[@]}"
+			case $k in
+			race) printf '%s\n' "${race[@]}" ;;
+			lost) printf '%s\n' "${race[@]:2}" ;;
+			esac
+			printf '%s\n' "MADVX-DMESG-END" "MADVX-DONE"
+		} >"$d/$k.serial"
+		parse_log "$d/$k.serial" "$d" "$k"
+	done
+	echo ksft/x >"$d/expected"
+	selftest_case sanitizer-clean 0 'RESULT: PASS' judge "$d" "$d/expected" clean || bad=1
+	selftest_case sanitizer-kcsan 1 'splat.*|BUG: KCSAN: data-race' judge "$d" "$d/expected" race || bad=1
+	selftest_case sanitizer-lost 1 'Kernel Concurrency Sanitizer' judge "$d" "$d/expected" lost || bad=1
+	return $bad
 }

@@ -11,7 +11,8 @@ usage: kernel/run [COMMAND] [OPTIONS]
             non-zero exit on any failure, missing result or kernel splat
               --kernels LIST   variants to boot, first = reference
                                (default base,debug; also: patched,
-                               nopvl-base, nopvl-patched, old)
+                               nopvl-base, nopvl-patched, old, kasan,
+                               kasan-base, kcsan, kcsan-base)
               --only GLOBS     run only these tests (comma separated globs on
                                name, group/name or group: lib, example, ksft)
               --skip GLOBS     do not run these tests; KERNEL:GLOB
@@ -21,15 +22,18 @@ usage: kernel/run [COMMAND] [OPTIONS]
               --full           the full matrix: base, debug, the
                                uniprocessor kernels without
                                CONFIG_PER_VMA_LOCK, nopvl-base and
-                               nopvl-patched, and old (Debian 12's
-                               6.1; not CI: three more builds)
+                               nopvl-patched, old (Debian 12's 6.1),
+                               and the series under KASAN + lockdep
+                               (kasan) and KCSAN (kcsan); not CI: five
+                               more builds
   exec      boot a kernel and run one static binary in it, print its output
               --kernel LIST    variants (default debug; "all" = base,patched,debug)
               --timeout S      per-binary timeout in the guest (default 300)
               BINARY [ARGS...] (arguments without spaces)
   shell     boot a kernel with a busybox shell on this terminal
               --kernel VARIANT (default debug)
-  build     [base|patched|debug|nopvl-base|nopvl-patched|old ...]
+  build     [base|patched|debug|nopvl-base|nopvl-patched|old|kasan|
+             kasan-base|kcsan|kcsan-base ...]
                               build kernels (default base debug)
   bisect    every prefix of the series: build the kernels, W=1-check the
             C files the prefix touches, boot them and run the tests
@@ -209,7 +213,7 @@ cmd_test()
 		--skip) skip=$2; shift ;;
 		--skip=*) skip=${1#*=} ;;
 		--serial) serial=1 ;;
-		--full) kernels=base,debug,nopvl-base,nopvl-patched,old ;;
+		--full) kernels=base,debug,nopvl-base,nopvl-patched,old,kasan,kcsan ;;
 		-h | --help) usage; return 0 ;;
 		*) die "test: unknown argument $1" ;;
 		esac
@@ -255,11 +259,13 @@ cmd_test()
 	for k in "${labels[@]}"; do
 		log "boot $k: $(wc -l <"$RUN_DIR/expected.$k") tests, serial log $RUN_DIR/$k.serial"
 		if ((serial)); then
-			boot_kernel "$RUN_DIR/$k.bzImage" "$RUN_DIR/initramfs.cpio.gz" "$RUN_DIR/$k.serial" \
+			BOOT_TIMEOUT=$(boot_timeout_for "$k") \
+				boot_kernel "$RUN_DIR/$k.bzImage" "$RUN_DIR/initramfs.cpio.gz" "$RUN_DIR/$k.serial" \
 				"$cmdline madvx.skip=${kskip[$k]}" || true
 			log "boot $k: done after $((SECONDS - b0)) s"
 		else
-			boot_kernel "$RUN_DIR/$k.bzImage" "$RUN_DIR/initramfs.cpio.gz" "$RUN_DIR/$k.serial" \
+			BOOT_TIMEOUT=$(boot_timeout_for "$k") \
+				boot_kernel "$RUN_DIR/$k.bzImage" "$RUN_DIR/initramfs.cpio.gz" "$RUN_DIR/$k.serial" \
 				"$cmdline madvx.skip=${kskip[$k]}" &
 			pids+=($!)
 		fi
@@ -357,7 +363,8 @@ cmd_exec()
 	echo "extra/$name" >"$RUN_DIR/expected"
 	for k in "${labels[@]}"; do
 		log "exec: $name on $k"
-		boot_kernel "$RUN_DIR/$k.bzImage" "$RUN_DIR/initramfs.cpio.gz" "$RUN_DIR/$k.serial" "madvx.zram=256" || true
+		BOOT_TIMEOUT=$(boot_timeout_for "$k") \
+			boot_kernel "$RUN_DIR/$k.bzImage" "$RUN_DIR/initramfs.cpio.gz" "$RUN_DIR/$k.serial" "madvx.zram=256" || true
 		parse_log "$RUN_DIR/$k.serial" "$RUN_DIR" "$k"
 		echo "===== $name on $k ($(grep -m1 -o 'MADVX-BOOT [^ ]*' "$RUN_DIR/$k.serial" | cut -d' ' -f2 || echo 'no boot')) ====="
 		grep -a "^\[$name\] " "$RUN_DIR/$k.serial" | tr -d "\r" | sed "s/^\[$name\] //" || true
