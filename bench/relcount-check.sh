@@ -50,13 +50,13 @@ traced()	# N: the counts of one run as "madvise rel_lock_read pmadv procmap"
 	[ $rc -eq 3 ] || { echo "FAIL: -t $1: exit status $rc, want 3" >&2; return 1; }
 	[ "$(kv lost)" = 0 ] || { echo "FAIL: the trace lost events" >&2; return 1; }
 	cat "$out" >&2
-	echo "$(kv madvise) $(kv rel_lock_read) $(kv process_madvise) $(kv procmap_query) $(kv stack_madvise)"
+	echo "$(kv madvise) $(kv rel_lock_read) $(kv process_madvise) $(kv procmap_query) $(kv stack_madvise) $(kv rel_us) $(kv wall_ms)"
 }
 if ! a=$(traced $n) || ! b=$(traced $((3 * n))); then
 	exit 1
 fi
-read -r ma ra pa qa sa <<<"$a"
-read -r mb rb pb qb sb <<<"$b"
+read -r ma ra pa qa sa ua _ <<<"$a"
+read -r mb rb pb qb sb ub wb <<<"$b"
 dm=$((mb - ma))
 dr=$((rb - ra))
 [ $dm -eq $((4 * n)) ] || { echo "FAIL: madvise $ma then $mb: +$dm, want +$((4 * n))"; fail=1; }
@@ -69,5 +69,11 @@ if [ "$sa" != "$sb" ] || [ "$sa" -lt 1 ]; then
 	echo "FAIL: stack_madvise $sa then $sb: want the same, >= 1 (the thread's stack)"
 	fail=1
 fi
-[ $fail -eq 0 ] && echo "madvx-relcount: status, maxrss, calls and release-call locks as made"
+# rel_us: one thread makes the calls, so their time lies within the run's
+# wall time, and three times the calls take longer than the first run's.
+if [ "$ua" -lt 1 ] || [ "$ub" -le "$ua" ] || [ "$ub" -gt $((wb * 1000 + 1000)) ]; then
+	echo "FAIL: rel_us $ua then $ub (wall ${wb} ms): want 0 < first < second <= wall"
+	fail=1
+fi
+[ $fail -eq 0 ] && echo "madvx-relcount: status, maxrss, calls, release-call locks and time as made"
 exit $fail

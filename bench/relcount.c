@@ -24,6 +24,11 @@
  *                              own; a per-VMA lock is not an acquisition)
  *   pm_lock_read, pm_lock_write
  *                              those made inside process_madvise() alone
+ *   rel_us                     microseconds spent inside the release calls
+ *                              (madvise() but stack_madvise, and
+ *                              process_madvise()), summed over threads,
+ *                              from the trace's timestamps: what the
+ *                              program's threads spend releasing
  *   lock_read, lock_write      every mmap_lock acquisition of the tree
  *   lost                       1 when the trace buffer overflowed (counts low)
  * Tracing costs time: take wall_ms from a run without -t.
@@ -46,6 +51,7 @@
 #define TIDS (1u << 16)		/* thread slots, open addressing */
 #define IN_MADVISE 1
 #define IN_PMADV 2
+#define IN_STACK_MADVISE 3	/* glibc's, not timed */
 #define STACKS 4096		/* MAP_STACK mappings alive at once */
 
 /*
@@ -60,8 +66,10 @@ struct stack_map {
 struct counts {
 	uint64_t madvise, stack_madvise, process_madvise, procmap_query;
 	uint64_t rel_lock[2], pm_lock[2], lock[2];	/* [0] read, [1] write */
+	uint64_t rel_us;
 	int32_t tid[TIDS];
-	uint8_t in_release[TIDS];	/* IN_MADVISE, IN_PMADV or 0 */
+	uint8_t in_release[TIDS];	/* IN_MADVISE, IN_PMADV, IN_STACK_MADVISE or 0 */
+	uint64_t entered_us[TIDS];	/* when the release call in flight began */
 	uint64_t stack_len[TIDS];	/* a MAP_STACK mmap() in flight: its length */
 	struct stack_map stack[STACKS];
 	uint32_t nstack;
@@ -140,6 +148,19 @@ static bool starts(const char *s, const char *prefix)
 	return !strncmp(s, prefix, strlen(prefix));
 }
 
+/* The timestamp of a trace line, the token before @ev's ": ", in us. */
+static uint64_t line_us(const char *text, const char *ev)
+{
+	const char *q = ev - 2;
+	unsigned long long sec, usec;
+
+	while (q > text && q[-1] != ' ')
+		q--;
+	if (sscanf(q, "%llu.%llu", &sec, &usec) != 2)
+		return 0;
+	return sec * 1000000ULL + usec;
+}
+
 /*
  * One trace line (locktrace_line_tid()); syscall events print as
  * "sys_madvise(...)" on entry and "sys_madvise -> 0x0" on exit.
@@ -150,8 +171,8 @@ static void count_line(void *arg, const char *text)
 	const char *ev;
 	long tid = locktrace_line_tid(text, &ev);
 	static uint8_t in_overflow;
-	static uint64_t len_overflow;
-	uint64_t *stack_len;
+	static uint64_t len_overflow, entered_overflow;
+	uint64_t *stack_len, *entered;
 	uint8_t *in;
 	int slot;
 
@@ -160,6 +181,7 @@ static void count_line(void *arg, const char *text)
 	slot = tid_slot(c, tid);
 	in = slot >= 0 ? &c->in_release[slot] : &in_overflow;
 	stack_len = slot >= 0 ? &c->stack_len[slot] : &len_overflow;
+	entered = slot >= 0 ? &c->entered_us[slot] : &entered_overflow;
 	if (starts(ev, "sys_mmap(")) {
 		*stack_len = field(ev, "len: ");	/* only MAP_STACK ones are traced */
 	} else if (starts(ev, "sys_mmap ->")) {
@@ -182,13 +204,21 @@ static void count_line(void *arg, const char *text)
 			c->pm_lock[w]++;
 	} else if (starts(ev, "sys_madvise(")) {
 		c->madvise++;
-		if (stack_of(c, field(ev, "start: ")) >= 0)
-			c->stack_madvise++;
 		*in = IN_MADVISE;
+		if (stack_of(c, field(ev, "start: ")) >= 0) {
+			c->stack_madvise++;
+			*in = IN_STACK_MADVISE;
+		}
+		*entered = line_us(text, ev);
 	} else if (starts(ev, "sys_process_madvise(")) {
 		c->process_madvise++;
 		*in = IN_PMADV;
+		*entered = line_us(text, ev);
 	} else if (starts(ev, "sys_madvise ->") || starts(ev, "sys_process_madvise ->")) {
+		uint64_t now = line_us(text, ev);
+
+		if ((*in == IN_MADVISE || *in == IN_PMADV) && *entered && now >= *entered)
+			c->rel_us += now - *entered;
 		*in = 0;
 	} else if (starts(ev, "sys_ioctl(")) {
 		c->procmap_query++;
@@ -301,13 +331,13 @@ int main(int argc, char **argv)
 	if (trace)
 		fprintf(out, " madvise=%llu stack_madvise=%llu process_madvise=%llu procmap_query=%llu"
 			" rel_lock_read=%llu rel_lock_write=%llu pm_lock_read=%llu pm_lock_write=%llu"
-			" lock_read=%llu lock_write=%llu lost=%d",
+			" rel_us=%llu lock_read=%llu lock_write=%llu lost=%d",
 			(unsigned long long)c->madvise, (unsigned long long)c->stack_madvise,
 			(unsigned long long)c->process_madvise,
 			(unsigned long long)c->procmap_query,
 			(unsigned long long)c->rel_lock[0], (unsigned long long)c->rel_lock[1],
 			(unsigned long long)c->pm_lock[0], (unsigned long long)c->pm_lock[1],
-			(unsigned long long)c->lock[0], (unsigned long long)c->lock[1],
+			(unsigned long long)c->rel_us, (unsigned long long)c->lock[0], (unsigned long long)c->lock[1],
 			lost || c->tids_full || c->stacks_full);
 	fputc('\n', out);
 	free(c);

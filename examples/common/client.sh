@@ -98,7 +98,7 @@ client_ratio()
 # untraced run out: those columns are "-"; for a loaded machine, where
 # only the counts mean something).  Any failed run ends the benchmark.
 
-CLIENT_BENCH_HEADER=case,build,rep,madvise,stack_madvise,process_madvise,procmap_query,total,rel_lock_read,rel_lock_write,pm_lock_read,pm_lock_write,wall_ms,maxrss_kb,score
+CLIENT_BENCH_HEADER=case,build,rep,madvise,stack_madvise,process_madvise,procmap_query,total,rel_lock_read,rel_lock_write,pm_lock_read,pm_lock_write,rel_ms,wall_ms,maxrss_kb,score
 
 # client_kv FILE NAME: the value of NAME=value in madvx-relcount's line.
 client_kv()
@@ -113,15 +113,17 @@ client_bench_traced()
 }
 
 # "madvise,stack_madvise,process_madvise,procmap_query,total,rel_lock_read,
-# rel_lock_write,pm_lock_read,pm_lock_write" of one run (the last two:
-# inside process_madvise(), i.e. libmadvx's calls alone).  stack_madvise:
+# rel_lock_write,pm_lock_read,pm_lock_write,rel_ms" of one run (pm_lock_*:
+# inside process_madvise(), i.e. libmadvx's calls alone; rel_ms: the time
+# the threads spent inside madvise() but glibc's stack ones, and
+# process_madvise(), summed, from the trace's timestamps).  stack_madvise:
 # the madvise() calls on MAP_STACK mappings, glibc's release of exited
 # threads' stacks, which no allocator makes; the total (the release path's
 # calls) leaves them out.  Traced runs only: strace counts say "-" there,
 # and their total keeps them.
 client_bench_count()
 {
-	local envs=$1 out m s=- p q rr=- rw=- pr=- pw=- st=0
+	local envs=$1 out m s=- p q rr=- rw=- pr=- pw=- ms=- st=0
 	out=$(mktemp)
 	if client_bench_traced; then
 		# shellcheck disable=SC2086 # $envs is a list of NAME=value words
@@ -136,6 +138,8 @@ client_bench_count()
 		rw=$(client_kv "$out" rel_lock_write)
 		pr=$(client_kv "$out" pm_lock_read)
 		pw=$(client_kv "$out" pm_lock_write)
+		ms=$(client_kv "$out" rel_us)
+		ms=$(awk -v us="${ms:-0}" 'BEGIN { printf "%.1f", us / 1000 }')
 	else
 		# shellcheck disable=SC2086 # as above
 		client_strace "$out" env $envs "${CMD[@]}" >/dev/null 2>&1 || st=$?
@@ -143,7 +147,7 @@ client_bench_count()
 	fi
 	rm -f "$out"
 	((st == 0)) || die "${CMD[*]} ($envs) failed under tracing: status $st"
-	echo "$m,$s,$p,$q,$((m - ${s/-/0} + p + q)),$rr,$rw,$pr,$pw"
+	echo "$m,$s,$p,$q,$((m - ${s/-/0} + p + q)),$rr,$rw,$pr,$pw,$ms"
 }
 
 # "wall_ms,maxrss_kb,score" of one untraced run.
@@ -213,36 +217,37 @@ client_bench_table()
 			scored = 1
 	}
 	END {
-		printf "| case | build | madvise | of it thread stacks | process_madvise | PROCMAP_QUERY | total | vs ref | release mmap_lock r/w | of it process_madvise r/w | wall ms | vs ref | max RSS MiB | vs ref |%s\n", \
+		printf "| case | build | madvise | of it thread stacks | process_madvise | PROCMAP_QUERY | total | vs ref | release mmap_lock r/w | of it process_madvise r/w | ms in release calls | vs ref | wall ms | vs ref | max RSS MiB | vs ref |%s\n", \
 			scored ? " score | vs ref |" : ""
-		printf "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|%s\n", scored ? "---|---|" : ""
+		printf "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|%s\n", scored ? "---|---|" : ""
 		for (i = 1; i <= ncell; i++) {
 			split(order[i], cb, SUBSEP)
 			r = cb[1] SUBSEP ref[cb[1]]
 			c = order[i]
 			rss = med(c SUBSEP "maxrss_kb")
 			rrss = med(r SUBSEP "maxrss_kb")
-			line = sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s/%s | %s/%s | %s | %s | %s | %s |", cb[1], cb[2], \
+			line = sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s/%s | %s/%s | %s | %s | %s | %s | %s | %s |", cb[1], cb[2], \
 				med(c SUBSEP "madvise"), med(c SUBSEP "stack_madvise"), \
 				med(c SUBSEP "process_madvise"), med(c SUBSEP "procmap_query"), \
 				med(c SUBSEP "total"), ratio(med(c SUBSEP "total"), med(r SUBSEP "total")), \
 				med(c SUBSEP "rel_lock_read"), med(c SUBSEP "rel_lock_write"), \
 				med(c SUBSEP "pm_lock_read"), med(c SUBSEP "pm_lock_write"), \
+				med(c SUBSEP "rel_ms"), ratio(med(c SUBSEP "rel_ms"), med(r SUBSEP "rel_ms")), \
 				med(c SUBSEP "wall_ms"), ratio(med(c SUBSEP "wall_ms"), med(r SUBSEP "wall_ms")), \
 				rss == "-" ? "-" : sprintf("%.1f", rss / 1024), ratio(rss, rrss))
 			if (scored)
 				line = line sprintf(" %s | %s |", med(c SUBSEP "score"), \
 					ratio(med(c SUBSEP "score"), med(r SUBSEP "score")))
 			print line
-			rows[i] = sprintf("%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s", cb[1], cb[2], med(c SUBSEP "madvise"), \
+			rows[i] = sprintf("%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s", cb[1], cb[2], med(c SUBSEP "madvise"), \
 				med(c SUBSEP "stack_madvise"), \
 				med(c SUBSEP "process_madvise"), med(c SUBSEP "procmap_query"), med(c SUBSEP "total"), \
 				med(c SUBSEP "rel_lock_read"), med(c SUBSEP "rel_lock_write"), \
-				med(c SUBSEP "pm_lock_read"), med(c SUBSEP "pm_lock_write"), med(c SUBSEP "wall_ms"), \
-				rss, med(c SUBSEP "score"))
+				med(c SUBSEP "pm_lock_read"), med(c SUBSEP "pm_lock_write"), med(c SUBSEP "rel_ms"), \
+				med(c SUBSEP "wall_ms"), rss, med(c SUBSEP "score"))
 		}
 		print ""
-		print "CSV (medians): case,build,madvise,stack_madvise,process_madvise,procmap_query,total,rel_lock_read,rel_lock_write,pm_lock_read,pm_lock_write,wall_ms,maxrss_kb,score"
+		print "CSV (medians): case,build,madvise,stack_madvise,process_madvise,procmap_query,total,rel_lock_read,rel_lock_write,pm_lock_read,pm_lock_write,rel_ms,wall_ms,maxrss_kb,score"
 		for (i = 1; i <= ncell; i++)
 			print rows[i]
 	}' "$1"
