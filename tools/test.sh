@@ -127,9 +127,10 @@ MADVX_BDWGC_CONFIGS=${MADVX_BDWGC_CONFIGS-default,both-no-vector} \
 	stage "gcc (build/): the clients suite: bdwgc (its make check, stock and patched)" \
 	meson test -C build --setup clients --suite clients --print-errorlogs --num-processes 1 bdwgc-client
 # examples/mimalloc: Debian's mimalloc 2.0.9, its test-api, test-api-fill and
-# a sized test-stress, stock and patched: all three configurations cost ~3
-# minutes of CPU (mostly test-api's page faults, then the two builds) and
-# 7-10 minutes of wall time measured at nice 19 beside another CI run. CI
+# a sized test-stress, stock and patched: the first three configurations
+# cost ~3 minutes of CPU (mostly test-api's page faults, then the two
+# builds) and 7-10 minutes of wall time measured at nice 19 beside another
+# CI run (2026-12-03, at load 15-20: 2.5-5 minutes per configuration). CI
 # runs the three whose decommits the patch batches (default, no-vector,
 # and abandon: the one that catches a decommit left pending at abandon
 # landing after reuse; its test-api costs about as much as default's);
