@@ -15,14 +15,7 @@
 #include <madvx.h>
 
 #include "bench.h"
-
-#ifndef SYS_process_madvise
-#define SYS_process_madvise 440
-#endif
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#define BENCH_PIDFD_SELF (-10000)	/* PIDFD_SELF_THREAD, include/uapi/linux/pidfd.h */
+#include "uapi-compat.h"
 
 unsigned int bench_reps(const struct bench_opts *o, unsigned int dflt, unsigned int quick_dflt)
 {
@@ -276,13 +269,13 @@ long bench_process_madvise(const void *iov, size_t vlen, int advice)
 		struct iovec probe = { 0 };
 
 		/* PIDFD_SELF (6.15) where the kernel takes it, else pidfd_open(). */
-		if (syscall(SYS_process_madvise, BENCH_PIDFD_SELF, &probe, 1, MADV_COLD, 0) == 0)
-			pidfd = BENCH_PIDFD_SELF;
+		if (syscall(__NR_process_madvise, PIDFD_SELF_THREAD, &probe, 1, MADV_COLD, 0) == 0)
+			pidfd = PIDFD_SELF_THREAD;
 		else
-			pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+			pidfd = (int)syscall(__NR_pidfd_open, getpid(), 0);
 		if (pidfd == -1)
 			return -errno;
 	}
-	ret = syscall(SYS_process_madvise, pidfd, iov, vlen, advice, 0);
+	ret = syscall(__NR_process_madvise, pidfd, iov, vlen, advice, 0);
 	return ret < 0 ? -errno : ret;
 }

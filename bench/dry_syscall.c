@@ -18,6 +18,7 @@
 #include <sys/uio.h>
 
 #include "bench.h"
+#include "uapi-compat.h"
 
 static atomic_bool dry;
 static _Atomic uint64_t dry_calls;
@@ -47,7 +48,7 @@ long syscall(long nr, ...)
 	for (int i = 0; i < 6; i++)
 		a[i] = va_arg(ap, long);
 	va_end(ap);
-	if (nr == SYS_process_madvise && atomic_load_explicit(&dry, memory_order_relaxed)) {
+	if (nr == __NR_process_madvise && atomic_load_explicit(&dry, memory_order_relaxed)) {
 		const struct iovec *iov = (const struct iovec *)a[1];
 		long sum = 0;
 

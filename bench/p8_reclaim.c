@@ -62,13 +62,7 @@
 #include "bench.h"
 #include "locktrace.h"
 #include "tempswap.h"
-
-#ifndef MADV_COLD
-#define MADV_COLD 20
-#endif
-#ifndef MADV_PAGEOUT
-#define MADV_PAGEOUT 21
-#endif
+#include "uapi-compat.h"
 
 #define KIB 1024UL
 #define MIB (1024UL * 1024)
@@ -396,7 +390,7 @@ struct run {
 static long timed_pm(struct run *r, const struct iovec *iov, size_t n)
 {
 	uint64_t t0 = bench_now_ns();
-	long ret = syscall(SYS_process_madvise, r->pidfd, iov, n, r->advice, 0U);
+	long ret = syscall(__NR_process_madvise, r->pidfd, iov, n, r->advice, 0U);
 
 	r->call_ns += bench_now_ns() - t0;
 	r->calls++;
@@ -885,7 +879,7 @@ static int open_target(const struct bench_opts *o, struct run *r, const char *ad
 	size_t k = 0;
 	int ret;
 
-	r->pidfd = (int)syscall(SYS_pidfd_open, r->pid, 0);
+	r->pidfd = (int)syscall(__NR_pidfd_open, r->pid, 0);
 	ret = madvx_target_open(r->pid, 0, &r->t);
 	if (ret || r->pidfd < 0) {
 		bench_note(o, "p8: cannot open the target: %s", strerror(-ret));

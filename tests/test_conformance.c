@@ -18,6 +18,15 @@
  * madvx_batch_add() return, every hint's err and done, the flush return, the
  * VMAs of the window, and the contents and mincore residency of every page.
  *
+ * Inherited cases (one in 8, from a stream of the seed of their own):
+ * each side's process builds the layout and advises MADV_WILLNEED over
+ * some of it - the library's side through the batch, whose VMA cache then
+ * holds the layout's bounds -, makes a child by fork(), syscall(SYS_fork),
+ * _Fork() or raw clone() and waits; the child mprotect()s, munmap()s and
+ * mmap()s parts of the window (splits, merges, new holes, filled ones:
+ * some inherited bounds are stale) and applies the hints as above, the
+ * library's side on the inherited batch. Compared as above, in the child.
+ *
  * The reference's done comes from the kernel: 0 -> the whole rounded length;
  * -ENOMEM -> the mapped bytes of the range (for POPULATE_* those below the
  * first hole where the kernel stops there: 6.10+, asked of the kernel), read
@@ -43,7 +52,10 @@
  *                              answers and page maps of every case
  *  MADVX_CONFORMANCE_SKIP      comma list of features left out (triage):
  *                              regions, uffd, thp, guard, mlock, tmpfs, far,
- *                              unaligned, vouch, lone
+ *                              unaligned, vouch, lone, inherit
+ *  MADVX_CONFORMANCE_INHERIT=N one case in N is inherited (default 8; 1:
+ *                              every case; 0: none). Which cases are
+ *                              depends on N: a replay line gives it
  *  MADVX_CONFORMANCE_BUDGET_S  stop starting cases after that many seconds
  *                              (0: never). Default: 120 in the test kernel,
  *                              where TCG's speed is unknown; else
@@ -118,6 +130,23 @@ struct hint {
 	int advice;
 };
 
+/*
+ * Inherited cases: the batch learns the layout in a parent, whose child
+ * changes the layout and flushes the case's hints on the inherited batch
+ * (see run_inherited()). How the child was made, and what it changes.
+ */
+enum fork_kind { FK_FORK, FK_SYS_FORK, FK__FORK, FK_CLONE_RAW, FK__COUNT };
+enum mut_kind { MUT_PROTECT, MUT_UNMAP, MUT_MAP };
+#define MAX_MUTS 4
+#define MAX_WARM 4
+#define INHERIT_ONE_IN 8	/* default share of inherited cases: their forks cost */
+
+struct mut {
+	uint32_t off, len;	/* pages */
+	uint8_t kind, prot;	/* MUT_*; P_* for MUT_PROTECT */
+	bool shared;		/* MUT_MAP: MAP_SHARED anonymous, else private */
+};
+
 struct spec {
 	uint64_t seed;
 	uint32_t npages;
@@ -128,6 +157,12 @@ struct spec {
 	uint8_t guard[WIN_MAX];	/* MADV_GUARD_INSTALL */
 	struct region reg[MAX_REGIONS];
 	struct hint h[MAX_HINTS];
+	/* inherited cases only (inherit set) */
+	bool inherit;
+	uint8_t fork_kind;
+	uint32_t nwarm, nmut;
+	struct hint warm[MAX_WARM];	/* the parent's flush: MADV_WILLNEED */
+	struct mut mut[MAX_MUTS];	/* the child's changes, in order */
 };
 
 /* ---- what a child reports (in a MAP_SHARED page of the parent) ---- */
@@ -156,6 +191,10 @@ struct cout {
 	uint32_t nvma0, nvma1;
 	uint32_t model_fail;
 	uint32_t lone_guessed;	/* lib, lone cases: hints planned by the lone-hint guess */
+	/* inherited cases */
+	uint32_t inh_changed;	/* the child's VMAs of the window differ from the parent's */
+	uint32_t inh_filled;	/* ... and it mapped pages that were a hole in the parent */
+	uint64_t inh_queries[2];	/* lib: VMA look-ups of the parent's flush, of the child's */
 	char msg[240];
 	char model[240];
 	struct hres h[MAX_HINTS];
@@ -176,6 +215,7 @@ static struct {
 	size_t out_len;
 	bool verbose;
 	bool no_regions, no_far, no_unaligned, no_vouch, no_lone;
+	uint32_t inherit_one_in;	/* one case in this many is inherited (0: none) */
 	bool selfcheck;		/* both children run the reference: the test's own noise */
 	bool serial;		/* one child after the other */
 	int alarm_s;
@@ -679,6 +719,15 @@ static uint64_t lib_vma_skipped(struct madvx_batch *b)
 	return madvx_batch_stats(b, &st) ? 0 : st.vma_skipped;
 }
 
+/*
+ * The seq of the case's first hint: a batch numbers the hints it took over
+ * its life, and an inherited case's took its parent's warm-up hints first.
+ */
+static uint64_t seq_base(const struct spec *s)
+{
+	return s->inherit ? s->nwarm : 0;
+}
+
 /* Lone case: add and flush each hint by itself; results as one batch's. */
 static void run_lone(const struct spec *s, struct madvx_batch *b)
 {
@@ -711,7 +760,7 @@ static void run_lone(const struct spec *s, struct madvx_batch *b)
 			continue;
 		}
 		me->h[i].err = res[0].err;
-		me->h[i].seq = res[0].seq;
+		me->h[i].seq = res[0].seq - seq_base(s);
 		me->h[i].done = res[0].done;
 		me->h[i].echo_bad |= res[0].addr != s->h[i].addr || res[0].len != s->h[i].len ||
 				    res[0].advice != s->h[i].advice || me->h[i].seq != k ||
@@ -722,12 +771,10 @@ static void run_lone(const struct spec *s, struct madvx_batch *b)
 	me->nres = k;
 }
 
-/* The library's side: regions, batch, results. */
-static void run_lib(const struct spec *s)
+/* The library's batch, made before the layout (lone cases: after the streak). */
+static struct madvx_batch *lib_batch(const struct spec *s)
 {
 	struct madvx_batch *b;
-	const struct madvx_hint *res;
-	uint32_t cnt = 0;
 	int ret;
 
 	ret = madvx_batch_create(NULL, &b);
@@ -741,9 +788,24 @@ static void run_lib(const struct spec *s)
 		train_lone_guess(t);
 		madvx_batch_free(t);
 	}
-	build_layout(s);
+	return b;
+}
+
+/* The window's VMAs before any of the case's hints. */
+static void record_layout(void)
+{
 	me->nvma0 = (uint32_t)vmas_in(env.base - MARGIN, env.base + WIN_MAX * PG + MARGIN,
 				      me->vma0, MAX_VMAS);
+}
+
+/* The library's side on the layout as it is now: regions, hints, results. */
+static void lib_apply(const struct spec *s, struct madvx_batch *b)
+{
+	const struct madvx_hint *res;
+	uint32_t cnt = 0;
+	bool any = false;
+
+	record_layout();
 	for (uint32_t i = 0; i < s->nreg; i++)
 		madvx_region_register((void *)s->reg[i].start, s->reg[i].len, s->reg[i].flags);
 	if (case_lone(s)) {
@@ -751,18 +813,30 @@ static void run_lib(const struct spec *s)
 		record_state(s);
 		return;
 	}
-	for (uint32_t i = 0; i < s->nhint; i++)
+	for (uint32_t i = 0; i < s->nhint; i++) {
 		me->h[i].add = madvx_batch_add_flags(b, (void *)s->h[i].addr, s->h[i].len,
 						     s->h[i].advice,
 						     hint_vouched(s, i) ? MADVX_HINT_ONE_VMA : 0);
+		any |= me->h[i].add >= 0;
+	}
 	me->flush = madvx_batch_flush(b);
+	/*
+	 * A flush with nothing queued leaves the results of the flush before
+	 * it readable (batch.c): an inherited batch would show its parent's
+	 * warm-up hints. The plain cases' fresh batch has none to show.
+	 */
+	if (!any) {
+		me->nres = 0;
+		record_state(s);
+		return;
+	}
 	res = madvx_batch_results(b, &cnt);
 	me->nres = cnt;
 	for (uint32_t i = 0, k = 0; i < s->nhint && k < cnt; i++) {
 		if (me->h[i].add < 0)
 			continue;
 		me->h[i].err = res[k].err;
-		me->h[i].seq = res[k].seq;
+		me->h[i].seq = res[k].seq - seq_base(s);
 		me->h[i].done = res[k].done;
 		me->h[i].echo_bad = res[k].addr != s->h[i].addr || res[k].len != s->h[i].len ||
 				    res[k].advice != s->h[i].advice || me->h[i].seq != k ||
@@ -770,6 +844,15 @@ static void run_lib(const struct spec *s)
 		k++;
 	}
 	record_state(s);
+}
+
+/* The library's side: regions, batch, results. */
+static void run_lib(const struct spec *s)
+{
+	struct madvx_batch *b = lib_batch(s);
+
+	build_layout(s);
+	lib_apply(s, b);
 }
 
 static void model_note(int i, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -854,14 +937,12 @@ static uint64_t ref_done(int i, const struct hint *h, int err)
 	return mapped;
 }
 
-/* The reference's side: madvise() one hint at a time, in add order. */
-static void run_ref(const struct spec *s)
+/* The reference's side on the layout as it is now: madvise() one hint at a time, in add order. */
+static void ref_apply(const struct spec *s)
 {
 	int idx = 0, first = 0;
 
-	build_layout(s);
-	me->nvma0 = (uint32_t)vmas_in(env.base - MARGIN, env.base + WIN_MAX * PG + MARGIN,
-				      me->vma0, MAX_VMAS);
+	record_layout();
 	for (uint32_t i = 0; i < s->nhint; i++) {
 		const struct hint *h = &s->h[i];
 		int r = sys_madvise(h->addr, h->len, h->advice);
@@ -885,6 +966,201 @@ static void run_ref(const struct spec *s)
 	/* done was computed from the VMAs after each call: none of the advices may change them. */
 	if (me->nvma0 != me->nvma1 || memcmp(me->vma0, me->vma1, me->nvma0 * sizeof(struct vma)))
 		model_note(-1, "the VMAs changed during the hints (%u -> %u)", me->nvma0, me->nvma1);
+}
+
+static void run_ref(const struct spec *s)
+{
+	build_layout(s);
+	ref_apply(s);
+}
+
+/* ---- inherited cases: a flush on a VMA cache learnt by the parent ---- */
+
+/*
+ * A batch keeps the VMA bounds it learnt across flushes, also in a child of
+ * any fork kind (src/vma.h), whose layout may have changed since. A plain
+ * case flushes a fresh batch once and never plans on learnt bounds. Here,
+ * on both sides alike, a parent builds the layout and advises MADV_WILLNEED
+ * over some of it (the library's flush fills the batch's cache; WILLNEED
+ * changes no page here: nothing is swapped out yet), forks by the case's
+ * kind and waits; the child changes the layout (mprotect, munmap, mmap:
+ * splits, merges, new holes, filled ones), so that some inherited bounds
+ * are stale, then applies the case's hints as a plain case does, the
+ * library's on the inherited batch. Both sides fork at the same point, so
+ * that both children's pages are shared with a live parent alike
+ * (MADV_COLD, MADV_PAGEOUT and MADV_FREE leave such pages alone).
+ * A userfaultfd registration does not survive a fork without
+ * UFFD_FEATURE_EVENT_FORK: the child's ranges are plain memory. The
+ * region claims are made in the child (lib_apply()), so that the parent's
+ * flush learns every bound from the kernel: a wrong claim there would make
+ * the kernel refuse an entry, and the batch drop its cache (vma.h).
+ */
+static const char *const fk_name[FK__COUNT] = {
+	[FK_FORK] = "fork()",
+	[FK_SYS_FORK] = "syscall(SYS_fork)",
+	[FK__FORK] = "_Fork()",
+	[FK_CLONE_RAW] = "syscall(SYS_clone, SIGCHLD)",
+};
+
+static const char *child_status(int st);
+
+/*
+ * A child by @kind, as test_fork.c makes them (the kinds that return twice
+ * on one stack): 0 in the child, its pid or -errno in the parent.
+ */
+static pid_t fork_by(enum fork_kind kind)
+{
+	pid_t pid;
+
+	switch (kind) {
+	case FK_SYS_FORK:
+		pid = (pid_t)syscall(SYS_fork);
+		break;
+	case FK__FORK:
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+		pid = _Fork();
+#else
+		pid = (pid_t)syscall(SYS_fork);
+#endif
+		break;
+	case FK_CLONE_RAW:
+		/* x86-64 argument order: flags, newsp, parent_tid, child_tid, tls. */
+		pid = (pid_t)syscall(SYS_clone, (unsigned long)SIGCHLD, 0UL, NULL, NULL, 0UL);
+		break;
+	default:
+		pid = fork();
+		break;
+	}
+	return pid < 0 ? -errno : pid;
+}
+
+static uint64_t lib_vma_queries(struct madvx_batch *b)
+{
+	struct madvx_stats st = { .size = sizeof(st) };
+
+	return madvx_batch_stats(b, &st) ? 0 : st.vma_queries;
+}
+
+/* The parent's flush: it looks up every VMA (and gap) the warm-up ranges meet. */
+static void lib_warm(const struct spec *s, struct madvx_batch *b)
+{
+	for (uint32_t i = 0; i < s->nwarm; i++)
+		if (madvx_batch_add(b, (void *)s->warm[i].addr, s->warm[i].len,
+				    s->warm[i].advice) < 0)
+			child_fail(2, "warm-up add %u refused", i);
+	madvx_batch_flush(b);	/* -ENOMEM over holes, as madvise() says */
+	me->inh_queries[0] = lib_vma_queries(b);
+}
+
+static void ref_warm(const struct spec *s)
+{
+	for (uint32_t i = 0; i < s->nwarm; i++)
+		sys_madvise(s->warm[i].addr, s->warm[i].len, s->warm[i].advice);
+}
+
+static void apply_mut(const struct spec *s, uint32_t k)
+{
+	static const int prot[] = {
+		[P_RW] = PROT_READ | PROT_WRITE, [P_RO] = PROT_READ, [P_NONE] = PROT_NONE,
+	};
+	const struct mut *m = &s->mut[k];
+	uint8_t *p = (uint8_t *)(env.base + m->off * PG);
+	size_t len = m->len * PG;
+
+	switch (m->kind) {
+	case MUT_PROTECT:
+		/* Over a hole: ENOMEM after changing the VMAs below it, alike on both sides. */
+		(void)mprotect(p, len, prot[m->prot]);
+		break;
+	case MUT_UNMAP:
+		if (munmap(p, len))
+			child_fail(5, "munmap +%u: %s", m->off, strerror(errno));
+		break;
+	case MUT_MAP:
+		if (mmap(p, len, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_ANONYMOUS |
+			 (m->shared ? MAP_SHARED : MAP_PRIVATE), -1, 0) != p)
+			child_fail(5, "mmap +%u: %s", m->off, strerror(errno));
+		/* Some pages written: a hint the library drops shows in contents. */
+		for (uint32_t i = 0; i < m->len; i++) {
+			uint64_t tag = page_tag(s->seed, m->off + i, 3 + k);
+
+			if (!(tag & 2))
+				continue;
+			memcpy(p + i * PG, &tag, 8);
+			memcpy(p + (i + 1) * PG - 8, &tag, 8);
+		}
+		break;
+	}
+}
+
+/* One flag per page of the window: mapped by one of @v. */
+static void window_mapped(const struct vma *v, int n, uint8_t *mapped)
+{
+	memset(mapped, 0, WIN_MAX);
+	for (int k = 0; k < n; k++)
+		for (uint64_t a = v[k].start; a < v[k].end; a += PG)
+			if (a >= env.base && woff(a) < (int64_t)WIN_MAX)
+				mapped[woff(a)] = 1;
+}
+
+/* The child's changes, and how far they took the layout from the parent's cache. */
+static void mutate(const struct spec *s)
+{
+	static struct vma before[MAX_VMAS], after[MAX_VMAS];
+	static uint8_t was[WIN_MAX], is[WIN_MAX];
+	uint64_t lo = env.base - MARGIN, hi = env.base + WIN_MAX * PG + MARGIN;
+	int nb = vmas_in(lo, hi, before, MAX_VMAS), na;
+
+	for (uint32_t k = 0; k < s->nmut; k++)
+		apply_mut(s, k);
+	na = vmas_in(lo, hi, after, MAX_VMAS);
+	me->inh_changed = na != nb || memcmp(before, after, (size_t)na * sizeof(*after));
+	window_mapped(before, nb, was);
+	window_mapped(after, na, is);
+	for (uint32_t i = 0; i < s->npages; i++)
+		me->inh_filled |= is[i] && !was[i];
+}
+
+/* In the child: what names the parent is not ours. */
+static void inherited_child(const struct spec *s)
+{
+	if (maps_fd >= 0)
+		close(maps_fd);
+	maps_fd = -1;
+	uffd_fd = -1;	/* the parent's context; no range of ours is registered */
+	alarm((unsigned int)env.alarm_s);
+	mutate(s);
+}
+
+/* One side of an inherited case; @lib: the library's. */
+static void run_inherited(const struct spec *s, bool lib)
+{
+	struct madvx_batch *b = lib ? lib_batch(s) : NULL;
+	pid_t pid;
+	int st;
+
+	build_layout(s);
+	if (lib)
+		lib_warm(s, b);
+	else
+		ref_warm(s);
+	pid = fork_by((enum fork_kind)s->fork_kind);
+	if (pid < 0)
+		child_fail(4, "%s: %s", fk_name[s->fork_kind], strerror(-pid));
+	if (pid == 0) {
+		inherited_child(s);
+		if (lib) {
+			lib_apply(s, b);
+			me->inh_queries[1] = lib_vma_queries(b) - me->inh_queries[0];
+		} else {
+			ref_apply(s);
+		}
+		_exit(0);
+	}
+	if (waitpid(pid, &st, 0) != pid)
+		child_fail(4, "waitpid: %s", strerror(errno));
+	if (st && !me->status)
+		child_fail(4, "the child of %s: %s", fk_name[s->fork_kind], child_status(st));
 }
 
 /* ---- drawing a case ---- */
@@ -1074,6 +1350,80 @@ static void gen_hints(struct spec *s)
 	}
 }
 
+/* A hole segment, the first at or after @j; @j if there is none. */
+static uint32_t pick_hole(const struct spec *s, uint32_t j)
+{
+	for (uint32_t k = 0; k < s->nseg; k++) {
+		uint32_t i = (j + k) % s->nseg;
+
+		if (s->seg[i].kind == SEG_HOLE)
+			return i;
+	}
+	return j;
+}
+
+/*
+ * One change of the child's: inside a segment (splits its VMA), from inside
+ * one segment into the next (changes two), or a whole segment (the kernel
+ * merges it with a like neighbour where it can). New mappings go over a
+ * hole more often than not: the parent's flush learnt a gap there.
+ */
+static void gen_mut(struct spec *s, struct mut *m)
+{
+	uint32_t r = rnd(100), j = rnd(s->nseg), end;
+	const struct seg *g;
+
+	m->kind = r < 40 ? MUT_PROTECT : r < 65 ? MUT_UNMAP : MUT_MAP;
+	if (m->kind == MUT_MAP && chance(60))
+		j = pick_hole(s, j);
+	g = &s->seg[j];
+	end = g->off + g->len;
+	r = rnd(3);
+	m->off = r == 2 ? g->off : g->off + rnd(g->len);
+	if (r == 0)
+		end = m->off + 1 + rnd(end - m->off);
+	else if (r == 1 && j + 1 < s->nseg)
+		end = s->seg[j + 1].off + 1 + rnd(s->seg[j + 1].len);
+	m->len = end - m->off;
+	m->prot = (uint8_t)rnd(3);
+	m->shared = chance(30);
+}
+
+/* What the parent's flush looks up: the window and its margins, or a few ranges of it. */
+static void gen_warm(struct spec *s)
+{
+	if (chance(50)) {
+		s->warm[0] = (struct hint){ env.base - CMP_EXTRA * PG,
+					    (s->npages + 2 * CMP_EXTRA) * PG, MADV_WILLNEED };
+		s->nwarm = 1;
+		return;
+	}
+	s->nwarm = 1 + rnd(MAX_WARM);
+	for (uint32_t i = 0; i < s->nwarm; i++) {
+		uint32_t first = rnd(s->npages), pages = 1 + rnd(s->npages - first);
+
+		s->warm[i] = (struct hint){ env.base + first * PG, pages * PG, MADV_WILLNEED };
+	}
+}
+
+/*
+ * Inherited cases (run_inherited()): one in env.inherit_one_in, drawn from
+ * a stream of their own after the rest, so that every seed keeps the
+ * layout and hints it had before, inherited or not.
+ */
+static void gen_inherit(struct spec *s)
+{
+	rng_state = s->seed ^ 0x696e6865726974ULL;	/* "inherit" */
+	if (!env.inherit_one_in || rnd(env.inherit_one_in))
+		return;
+	s->inherit = true;
+	s->fork_kind = (uint8_t)rnd(FK__COUNT);
+	gen_warm(s);
+	s->nmut = 1 + rnd(MAX_MUTS);
+	for (uint32_t k = 0; k < s->nmut; k++)
+		gen_mut(s, &s->mut[k]);
+}
+
 static void gen_spec(struct spec *s, uint64_t seed)
 {
 	memset(s, 0, sizeof(*s));
@@ -1082,6 +1432,7 @@ static void gen_spec(struct spec *s, uint64_t seed)
 	gen_segments(s);
 	gen_regions(s);
 	gen_hints(s);
+	gen_inherit(s);
 }
 
 /* ---- comparing, reporting ---- */
@@ -1102,7 +1453,29 @@ static const char *ename(int e)
 	return buf[k];
 }
 
+static const char *seg_desc_built(const struct spec *s, int64_t page);
+
+/*
+ * What a page of the window is, for labels: as built, and in an inherited
+ * case what the child did to it last ("hole, then mmap").
+ */
 static const char *seg_desc(const struct spec *s, int64_t page)
+{
+	static const char *const kind[] = { "mprotect", "munmap", "mmap" };
+	static char buf[128];
+	const char *built = seg_desc_built(s, page);
+	int last = -1;
+
+	for (uint32_t k = 0; s->inherit && k < s->nmut; k++)
+		if (page >= s->mut[k].off && page < s->mut[k].off + s->mut[k].len)
+			last = (int)k;
+	if (last < 0)
+		return built;
+	snprintf(buf, sizeof(buf), "%s, then %s", built, kind[s->mut[last].kind]);
+	return buf;
+}
+
+static const char *seg_desc_built(const struct spec *s, int64_t page)
 {
 	static char buf[96];
 
@@ -1141,6 +1514,28 @@ static void print_hint(const struct spec *s, uint32_t i)
 		printf(" (vouched)");
 }
 
+/* How an inherited case's parent warmed its batch up and what its child changed. */
+static void print_inherited(const struct spec *s)
+{
+	static const char *const kind[] = { "mprotect", "munmap", "mmap" };
+	static const char *const prot[] = { "rw", "ro", "none" };
+
+	if (!s->inherit)
+		return;
+	printf("  inherited: the parent flushes");
+	for (uint32_t i = 0; i < s->nwarm; i++)
+		printf(" WILLNEED +%" PRId64 " len %" PRIu64 " pages;", woff(s->warm[i].addr),
+		       s->warm[i].len / PG);
+	printf(" its child by %s changes:", fk_name[s->fork_kind]);
+	for (uint32_t k = 0; k < s->nmut; k++)
+		printf(" %s +%u..+%u%s%s;", kind[s->mut[k].kind], s->mut[k].off,
+		       s->mut[k].off + s->mut[k].len,
+		       s->mut[k].kind == MUT_PROTECT ? " " : s->mut[k].kind == MUT_MAP ?
+		       (s->mut[k].shared ? " shared" : " private") : "",
+		       s->mut[k].kind == MUT_PROTECT ? prot[s->mut[k].prot] : "");
+	printf(" (VMAs below are the child's)\n");
+}
+
 static void print_case(const struct spec *s, const struct cout *lib, const struct cout *ref)
 {
 	printf("case %#" PRIx64 ": window %#" PRIx64 ", %u pages\n", s->seed, env.base, s->npages);
@@ -1153,6 +1548,7 @@ static void print_case(const struct spec *s, const struct cout *lib, const struc
 		putchar(s->guard[i] ? 'g' : s->pop[i] && s->fdata[i] ? 'b' : s->pop[i] ? 'w' :
 			s->fdata[i] ? 'f' : '.');
 	putchar('\n');
+	print_inherited(s);
 	for (uint32_t k = 0; k < s->nreg; k++)
 		printf("  region +%" PRId64 " len %" PRIu64 " pages flags %#x: %s\n",
 		       woff(s->reg[k].start), s->reg[k].len / PG, s->reg[k].flags, s->reg[k].what);
@@ -1220,6 +1616,8 @@ struct verdict {
 	char line[MAX_DETAIL][200];
 	char label[MAX_LABELS][112];
 	bool model;
+	bool inherit;		/* an inherited case (run_inherited()), its fork kind */
+	uint8_t fork_kind;
 };
 
 static void __attribute__((format(printf, 3, 4)))
@@ -1360,9 +1758,12 @@ static void print_replay(uint64_t seed)
 {
 	const char *d = getenv("MADVX_DISABLE");
 
-	printf("  replay: %s%s%sMADVX_CONFORMANCE_SEED=%#" PRIx64
-	       " MADVX_CONFORMANCE_CASES=1 MADVX_CONFORMANCE_VERBOSE=1 CK_RUN_CASE=random %s\n",
-	       d ? "MADVX_DISABLE=" : "", d ? d : "", d ? " " : "", seed, exe_path());
+	/* Which cases are inherited depends on env.inherit_one_in: say it when not the default. */
+	printf("  replay: %s%s%s", d ? "MADVX_DISABLE=" : "", d ? d : "", d ? " " : "");
+	if (env.inherit_one_in != INHERIT_ONE_IN)
+		printf("MADVX_CONFORMANCE_INHERIT=%u ", env.inherit_one_in);
+	printf("MADVX_CONFORMANCE_SEED=%#" PRIx64 " MADVX_CONFORMANCE_CASES=1"
+	       " MADVX_CONFORMANCE_VERBOSE=1 CK_RUN_CASE=random %s\n", seed, exe_path());
 }
 
 static const char *child_status(int st)
@@ -1384,6 +1785,8 @@ static struct {
 	uint64_t hints, rejected, err[6], stopped;	/* 0, ENOMEM, EINVAL, EFAULT, EACCES, other */
 	uint64_t vouched, wrong_vouched;	/* MADVX_HINT_ONE_VMA; not in one VMA of the layout */
 	uint64_t lone, lone_guessed;	/* lone cases; their hints planned by the guess */
+	/* inherited cases: per fork kind; layout changed, a hole filled; look-ups */
+	uint64_t inh, inh_kind[FK__COUNT], inh_changed, inh_filled, inh_queries[2];
 } cov;
 
 static void count_coverage(const struct spec *s, const struct cout *ref)
@@ -1438,6 +1841,16 @@ static void count_coverage(const struct spec *s, const struct cout *ref)
 	}
 }
 
+static void count_inherited(const struct spec *s, const struct cout *lib, const struct cout *ref)
+{
+	cov.inh++;
+	cov.inh_kind[s->fork_kind]++;
+	cov.inh_changed += ref->inh_changed;
+	cov.inh_filled += ref->inh_filled;
+	cov.inh_queries[0] += lib->inh_queries[0];
+	cov.inh_queries[1] += lib->inh_queries[1];
+}
+
 static void print_coverage(void)
 {
 	printf("conformance: coverage: %" PRIu64 " cases; with uffd %" PRIu64 ", THP %" PRIu64
@@ -1453,6 +1866,14 @@ static void print_coverage(void)
 	printf("conformance: coverage: %" PRIu64 " lone cases (each hint flushed alone after a"
 	       " streak of 8), %" PRIu64 " hints planned by the lone-hint guess\n", cov.lone,
 	       cov.lone_guessed);
+	printf("conformance: coverage: %" PRIu64 " inherited cases (flushed in a child on the batch"
+	       " its parent flushed): %s %" PRIu64 ", %s %" PRIu64 ", %s %" PRIu64 ", %s %" PRIu64
+	       "; the child's layout changed in %" PRIu64 ", a hole of the parent's mapped in %"
+	       PRIu64 "; VMA look-ups: %" PRIu64 " in the parents' flushes, %" PRIu64
+	       " in the children's\n", cov.inh, fk_name[FK_FORK], cov.inh_kind[FK_FORK],
+	       fk_name[FK_SYS_FORK], cov.inh_kind[FK_SYS_FORK], fk_name[FK__FORK],
+	       cov.inh_kind[FK__FORK], fk_name[FK_CLONE_RAW], cov.inh_kind[FK_CLONE_RAW],
+	       cov.inh_changed, cov.inh_filled, cov.inh_queries[0], cov.inh_queries[1]);
 }
 
 /*
@@ -1498,7 +1919,9 @@ static bool run_once(uint64_t seed, struct verdict *v, int rerun)
 			/* Reruns: both children on one CPU, one after the other. */
 			pin_to_cpu(rerun ? rerun - 1 : c);
 			alarm((unsigned int)env.alarm_s);
-			if (c == 0 && !env.selfcheck)
+			if (s.inherit)
+				run_inherited(&s, c == 0 && !env.selfcheck);
+			else if (c == 0 && !env.selfcheck)
 				run_lib(&s);
 			else
 				run_ref(&s);
@@ -1521,6 +1944,8 @@ static bool run_once(uint64_t seed, struct verdict *v, int rerun)
 	}
 	if (!v->n)
 		compare(&s, &out[0], &out[1], v);
+	v->inherit = s.inherit;
+	v->fork_kind = s.fork_kind;
 	if (env.verbose)
 		print_case(&s, &out[0], &out[1]);
 	if (!rerun) {
@@ -1529,6 +1954,8 @@ static bool run_once(uint64_t seed, struct verdict *v, int rerun)
 			cov.lone++;
 			cov.lone_guessed += out[0].lone_guessed;
 		}
+		if (s.inherit)
+			count_inherited(&s, &out[0], &out[1]);
 	}
 	return v->n != 0;
 }
@@ -1570,11 +1997,14 @@ static int run_case(uint64_t seed)
 	}
 	tag = again ? "MISMATCH" : "FLAKY (agreed on a rerun)";
 	for (int i = 0; i < v.nlabel; i++) {
-		snprintf(label, sizeof(label), "%s%s", again ? "" : "FLAKY ", v.label[i]);
+		snprintf(label, sizeof(label), "%s%s%s", again ? "" : "FLAKY ",
+			 v.inherit ? "inherited: " : "", v.label[i]);
 		count_class(label, seed);
 	}
 	if (printed_cases++ < 20 || env.verbose || !again) {
-		printf("%s case seed %#" PRIx64 "\n", tag, seed);
+		printf("%s case seed %#" PRIx64 "%s%s%s\n", tag, seed,
+		       v.inherit ? " (inherited, child of " : "",
+		       v.inherit ? fk_name[v.fork_kind] : "", v.inherit ? ")" : "");
 		for (int i = 0; i < v.n && i < MAX_DETAIL; i++)
 			printf("  %s\n", v.line[i]);
 		print_replay(seed);
@@ -1685,6 +2115,8 @@ static void skip_features(void)
 	env.no_unaligned = skipped(l, "unaligned");
 	env.no_vouch = skipped(l, "vouch");
 	env.no_lone = skipped(l, "lone");
+	if (skipped(l, "inherit"))
+		env.inherit_one_in = 0;
 }
 
 static void conf_setup(void)
@@ -1734,6 +2166,7 @@ static void conf_setup(void)
 	munmap(p, 256 * PG);
 	env.thp = thp_usable();
 	env.swapless = swapless();
+	env.inherit_one_in = (uint32_t)env_u64("MADVX_CONFORMANCE_INHERIT", INHERIT_ONE_IN, NULL);
 	skip_features();
 	env.tmpfs_dir = find_tmpfs();
 	env.tmpfs = env.tmpfs_dir != NULL;

@@ -20,12 +20,7 @@
 
 #include <madvx.h>
 
-#ifndef MADV_COLD
-#define MADV_COLD 20
-#endif
-#ifndef MADV_PAGEOUT
-#define MADV_PAGEOUT 21
-#endif
+#include "uapi-compat.h"
 
 enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_NOPROC = 3, EX_PERM = 4, EX_NOTSUP = 5 };
 
