@@ -411,6 +411,12 @@ cmd_clients()
 		esac
 		shift
 	done
+	# A name exec does not know would be taken for a patched variant
+	# (its tree prepared from this checkout's series): refuse it first.
+	local k
+	for k in ${kernels//,/ }; do
+		[[ " $VARIANTS " == *" $k "* ]] || die "clients: unknown kernel $k ($VARIANTS)"
+	done
 	# One boot runs everything: its limit must leave the run its time.
 	((BOOT_TIMEOUT >= timeout + 300)) || BOOT_TIMEOUT=$((timeout + 300))
 	mkdir -p "$CACHE/clients"
