@@ -52,14 +52,11 @@ else
 	CLIENT=bdwgc
 fi
 
-# name|environment of one make check (ctest) run
-CONFIGS=(
-	"default|"
-	"threshold1|GC_UNMAP_THRESHOLD=1"
-	"force-unmap|GC_FORCE_UNMAP_ON_GCOLLECT=1"
-	"both|GC_UNMAP_THRESHOLD=1 GC_FORCE_UNMAP_ON_GCOLLECT=1"
-	"both-no-vector|GC_UNMAP_THRESHOLD=1 GC_FORCE_UNMAP_ON_GCOLLECT=1 MADVX_DISABLE=process_madvise,procmap_query"
-)
+# name|environment of one make check (ctest) run: configs.sh, shared with
+# the test kernel's static runs (examples/common/kernel-clients.sh).
+# shellcheck source=examples/bdwgc/configs.sh
+source "$HERE/configs.sh"
+CONFIGS=("${BDWGC_CONFIGS[@]}")
 
 # shellcheck source=examples/common/client.sh
 source "$SRCROOT/examples/common/client.sh"	# log, die, skip, client_*

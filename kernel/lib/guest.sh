@@ -102,6 +102,22 @@ build_kselftests()
 	log "kselftests: ${#targets[@]} built statically in $((SECONDS - t0)) s -> $KSFT_OUT"
 }
 
+# The library's static build dir (LIB_BUILD), set up when it is missing;
+# the log in $1 (a directory).  Also used by `kernel/run clients`.
+lib_setup()
+{
+	[[ ! -f $LIB_BUILD/build.ninja ]] || return 0
+	rm -rf "$LIB_BUILD"
+	log "library: meson setup (static) in $LIB_BUILD"
+	if ! meson setup "$LIB_BUILD" "$REPO" -Ddefault_library=static -Dprefer_static=true \
+		-Dc_link_args=-static -Db_sanitize=none -Db_pie=false \
+		>"$1/lib-setup.log" 2>&1; then
+		tail -n 30 "$1/lib-setup.log" >&2
+		rm -rf "$LIB_BUILD"
+		die "library: meson setup failed"
+	fi
+}
+
 # The library, built statically in its own build dir.  Writes
 # $1/lib.list entries and copies executables into $1/madvx/{lib,examples}.
 build_library()
@@ -113,17 +129,7 @@ build_library()
 		LIB_STATUS="no meson.build"
 		return
 	fi
-	if [[ ! -f $LIB_BUILD/build.ninja ]]; then
-		rm -rf "$LIB_BUILD"
-		log "library: meson setup (static) in $LIB_BUILD"
-		if ! meson setup "$LIB_BUILD" "$REPO" -Ddefault_library=static -Dprefer_static=true \
-			-Dc_link_args=-static -Db_sanitize=none -Db_pie=false \
-			>"$stage/../lib-setup.log" 2>&1; then
-			tail -n 30 "$stage/../lib-setup.log" >&2
-			rm -rf "$LIB_BUILD"
-			die "library: meson setup failed"
-		fi
-	fi
+	lib_setup "$stage/.."
 	local targets
 	# Re-run meson first if a meson.build changed, so introspection is current.
 	ninja -C "$LIB_BUILD" build.ninja >"$stage/../lib-regen.log" 2>&1 ||

@@ -30,6 +30,19 @@ usage: kernel/run [COMMAND] [OPTIONS]
               --kernel LIST    variants (default debug; "all" = base,patched,debug)
               --timeout S      per-binary timeout in the guest (default 300)
               BINARY [ARGS...] (arguments without spaces)
+  clients   the clients' own test suites (bdwgc's make check and ctest,
+            mimalloc's test-api, test-api-fill, test-stress), built
+            statically stock and patched, run in the guest by exec
+            (examples/common/kernel-clients.sh)
+              --kernel LIST    variants (default base)
+              --timeout S      the whole run's timeout (default 3000; the
+                               boot's limit is raised to it + 300 s)
+              --client C       bdwgc, bdwgc-upstream, mimalloc,
+                               mimalloc-upstream (repeatable; default
+                               bdwgc, mimalloc and the upstream ones
+                               MADVX_BDWGC_UPSTREAM/MADVX_MIMALLOC_UPSTREAM
+                               name)
+              [FILTER...]      CLIENT or CLIENT:CONFIG to run (default all)
   shell     boot a kernel with a busybox shell on this terminal
               --kernel VARIANT (default debug)
   build     [base|patched|debug|nopvl-base|nopvl-patched|old|kasan|
@@ -377,6 +390,45 @@ cmd_exec()
 	return $rc
 }
 
+# The clients' own test suites (bdwgc, mimalloc; issue 20) in the guest:
+# their test programs built statically, stock and patched (the patched ones
+# with LIB_BUILD's libmadvx.a), packed into one script by
+# examples/common/kernel-clients.sh and run by exec on each kernel.
+cmd_clients()
+{
+	local kernels=base timeout=3000 clients=() filters=() dir rc=0
+	while (($#)); do
+		case $1 in
+		--kernel | --kernels) kernels=$2; shift ;;
+		--kernel=* | --kernels=*) kernels=${1#*=} ;;
+		--timeout) timeout=$2; shift ;;
+		--timeout=*) timeout=${1#*=} ;;
+		--client) clients+=("$2"); shift ;;
+		--client=*) clients+=("${1#*=}") ;;
+		-h | --help) usage; return 0 ;;
+		-*) die "clients: unknown option $1" ;;
+		*) filters+=("$1") ;;
+		esac
+		shift
+	done
+	# A name exec does not know would be taken for a patched variant
+	# (its tree prepared from this checkout's series): refuse it first.
+	local k
+	for k in ${kernels//,/ }; do
+		[[ " $VARIANTS " == *" $k "* ]] || die "clients: unknown kernel $k ($VARIANTS)"
+	done
+	# One boot runs everything: its limit must leave the run its time.
+	((BOOT_TIMEOUT >= timeout + 300)) || BOOT_TIMEOUT=$((timeout + 300))
+	mkdir -p "$CACHE/clients"
+	dir=$(mktemp -d "$CACHE/clients/run.XXXXXX")
+	lib_setup "$dir"
+	"$REPO/examples/common/kernel-clients.sh" "$REPO" "$LIB_BUILD" "$dir/madvx-clients" \
+		"${clients[@]}" || { rm -rf "$dir"; die "clients: building the static test programs failed"; }
+	cmd_exec --kernel "$kernels" --timeout "$timeout" "$dir/madvx-clients" "${filters[@]}" || rc=1
+	rm -rf "$dir"
+	return $rc
+}
+
 cmd_shell()
 {
 	local k=debug
@@ -420,6 +472,7 @@ main()
 	case $cmd in
 	test) cmd_test "$@" ;;
 	exec) cmd_exec "$@" ;;
+	clients) cmd_deps; cmd_clients "$@" ;;
 	shell) cmd_shell "$@" ;;
 	build) cmd_deps; cmd_build "$@" ;;
 	fetch) [[ ${1:-} = --refresh ]] && REFRESH=1; cmd_fetch ;;
