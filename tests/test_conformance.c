@@ -1937,7 +1937,7 @@ static bool run_once(uint64_t seed, struct verdict *v, int rerun)
 
 		if (st[c] == 0 && !out[c].status)
 			continue;
-		snprintf(label, sizeof(label), "%s child: %s%s", c ? "madvise" : "libmadvx",
+		snprintf(label, sizeof(label), "%s child: %s%.70s", c ? "madvise" : "libmadvx",
 			 out[c].status ? "failed building: " : child_status(st[c]),
 			 out[c].status ? out[c].msg : "");
 		mismatch(v, label, "%s", out[c].msg);
