@@ -497,7 +497,8 @@ MADVX_API int madvx_batch_flush(struct madvx_batch *batch);
 /*
  * madvx_batch_results - the hints of the last flush (explicit or automatic)
  * with their results, in the order they were added; *count receives how
- * many. Valid until the next add or flush; safe to call from several
+ * many (0 after a flush that had nothing to apply: it is the last flush
+ * then). Valid until the next add or flush; safe to call from several
  * threads at once. Returns NULL (and *count = 0) for a NULL batch or while
  * hints are pending.
  */

@@ -498,6 +498,13 @@ MADVX_API int madvx_batch_flush(struct madvx_batch *b)
 
 	if (!b)
 		return -EINVAL;
+	/*
+	 * A flush with nothing queued is still "the next flush" madvx.h
+	 * bounds results by: it has none. Only explicit flushes get here
+	 * empty (an add always leaves a hint queued after its own flush).
+	 */
+	if (!b->count)
+		b->nresults = 0;
 	flush_hints(b);
 	ret = b->sticky_err;
 	b->sticky_err = 0;

@@ -354,6 +354,10 @@ START_TEST(plan_merges_and_splits)
 	for (int i = 0; i < 64; i++)
 		if (i < 30 || i >= 32)
 			ck_assert(test_page_zero(p + i * pg));
+	/* A flush of nothing is the last flush now: it has no results. */
+	ck_assert_int_eq(madvx_batch_flush(b), 0);
+	ck_assert_ptr_nonnull(madvx_batch_results(b, &n));
+	ck_assert_uint_eq(n, 0);
 	ck_assert_int_eq(madvx_batch_stats(b, &st), 0);
 	ck_assert_uint_eq(st.hints, 32);
 	ck_assert_uint_eq(st.failed, 1);
