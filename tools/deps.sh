@@ -10,12 +10,22 @@
 # its first minutes: wait for it (DPkg::Lock::Timeout, apt >= 1.9.11; Debian
 # 12 has 2.6) and, for the locks that option does not cover (apt-get update's
 # lists lock), retry on "Could not get lock" until the same deadline.
+#
+# An install killed half way (a Ctrl-C during kernel/run's deps) leaves dpkg
+# "interrupted", and every later apt-get refuses until `dpkg --configure -a`:
+# run it once and retry.
 apt_get() {
-	local timeout=${MADVX_APT_LOCK_TIMEOUT:-600} start=$SECONDS log rc
+	local timeout=${MADVX_APT_LOCK_TIMEOUT:-600} start=$SECONDS log rc repaired=
 	log=$(mktemp)
 	while :; do
 		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout="$timeout" "$@" 2>&1 | tee "$log"
 		rc=${PIPESTATUS[0]}
+		if [ "$rc" -ne 0 ] && [ -z "$repaired" ] && grep -q "dpkg was interrupted" "$log"; then
+			echo "apt-get: an earlier install was interrupted; running dpkg --configure -a" >&2
+			DEBIAN_FRONTEND=noninteractive dpkg --force-confdef --force-confold --configure -a
+			repaired=1
+			continue
+		fi
 		if [ "$rc" -eq 0 ] || ! grep -q "Could not get lock" "$log" ||
 			[ $((SECONDS - start)) -ge "$timeout" ]; then
 			rm -f "$log"

@@ -55,6 +55,18 @@ series_hash()
 
 VARIANTS="base patched debug nopvl-base nopvl-patched old kasan kasan-base kcsan kcsan-base"
 
+# check_variants <comma list> <command>: every name a variant, before any
+# work (kernel_for would take an unknown name for a patched variant and
+# prepare its tree from this checkout's series).
+check_variants()
+{
+	local v
+	for v in ${1//,/ }; do
+		[[ " $VARIANTS " = *" $v "* ]] || die "$2: unknown kernel $v ($VARIANTS)"
+	done
+	[[ -n ${1//,/} ]] || die "$2: no kernel named"
+}
+
 variant_fragments()
 {
 	case $1 in
@@ -332,14 +344,13 @@ cmd_build()
 		--variant) variants+=("$2"); shift ;;
 		--variant=*) variants+=("${1#*=}") ;;
 		-*) die "build: unknown argument $1" ;;
-		*)
-			[[ " $VARIANTS " = *" $1 "* ]] || die "build: unknown variant $1 ($VARIANTS)"
-			variants+=("$1")
-			;;
+		*) variants+=("$1") ;;
 		esac
 		shift
 	done
 	((${#variants[@]})) || variants=(base debug)
+	check_variants "$(IFS=,; echo "${variants[*]}")" build
+	cmd_deps
 	for v in "${variants[@]}"; do
 		kernel_for "$v"
 	done

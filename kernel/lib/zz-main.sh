@@ -232,11 +232,9 @@ cmd_test()
 		esac
 		shift
 	done
+	check_variants "$kernels" test
 	cmd_deps
 	IFS=, read -r -a labels <<<"$kernels"
-	for k in "${labels[@]}"; do
-		variant_fragments "$k" >/dev/null
-	done
 	# Only the old kernel: no 7.3 source, no kselftests (variant_skip).
 	if needs_main_source "$kernels"; then
 		cmd_fetch
@@ -330,24 +328,45 @@ build_min_initramfs()
 	unlock initramfs
 }
 
+# take_run_opt <args...>: one of the options exec and clients share, into
+# RUN_KERNELS or RUN_TIMEOUT; its status is the number of words it took
+# (0: not one of them).
+take_run_opt()
+{
+	case $1 in
+	--kernel | --kernels) RUN_KERNELS=${2:?$1 needs a value}; return 2 ;;
+	--kernel=* | --kernels=*) RUN_KERNELS=${1#*=}; return 1 ;;
+	--timeout) RUN_TIMEOUT=${2:?$1 needs a value}; return 2 ;;
+	--timeout=*) RUN_TIMEOUT=${1#*=}; return 1 ;;
+	esac
+	return 0
+}
+
 cmd_exec()
 {
-	local kernels=debug timeout=300 k labels=() rc=0 bin name
+	local kernels timeout k labels=() rc=0 bin name n
+	RUN_KERNELS=debug RUN_TIMEOUT=300
 	while (($#)); do
+		n=0
+		take_run_opt "$@" || n=$?
+		if ((n)); then
+			shift "$n"
+			continue
+		fi
 		case $1 in
-		--kernel | --kernels) kernels=$2; shift ;;
-		--kernel=* | --kernels=*) kernels=${1#*=} ;;
-		--timeout) timeout=$2; shift ;;
-		--timeout=*) timeout=${1#*=} ;;
 		-h | --help) usage; return 0 ;;
 		--) shift; break ;;
 		-*) die "exec: unknown option $1" ;;
 		*) break ;;
 		esac
-		shift
 	done
-	(($#)) || die "exec: which binary?"
+	kernels=$RUN_KERNELS timeout=$RUN_TIMEOUT
+	[[ $timeout =~ ^[0-9]+$ ]] || die "exec: --timeout wants seconds, not $timeout"
 	[[ $kernels = all ]] && kernels=base,patched,debug
+	check_variants "$kernels" exec
+	(($#)) || die "exec: which binary?"
+	# One boot runs the binary: its limit must leave the binary its time.
+	((BOOT_TIMEOUT >= timeout + 300)) || BOOT_TIMEOUT=$((timeout + 300))
 	bin=$1
 	shift
 	[[ -f $bin ]] || die "exec: $bin does not exist"
@@ -396,14 +415,17 @@ cmd_exec()
 # examples/common/kernel-clients.sh and run by exec on each kernel.
 cmd_clients()
 {
-	local kernels=base timeout=3000 clients=() filters=() dir rc=0
+	local clients=() filters=() dir rc=0 n
+	RUN_KERNELS=base RUN_TIMEOUT=3000
 	while (($#)); do
+		n=0
+		take_run_opt "$@" || n=$?
+		if ((n)); then
+			shift "$n"
+			continue
+		fi
 		case $1 in
-		--kernel | --kernels) kernels=$2; shift ;;
-		--kernel=* | --kernels=*) kernels=${1#*=} ;;
-		--timeout) timeout=$2; shift ;;
-		--timeout=*) timeout=${1#*=} ;;
-		--client) clients+=("$2"); shift ;;
+		--client) clients+=("${2:?--client needs a value}"); shift ;;
 		--client=*) clients+=("${1#*=}") ;;
 		-h | --help) usage; return 0 ;;
 		-*) die "clients: unknown option $1" ;;
@@ -411,14 +433,10 @@ cmd_clients()
 		esac
 		shift
 	done
-	# A name exec does not know would be taken for a patched variant
-	# (its tree prepared from this checkout's series): refuse it first.
-	local k
-	for k in ${kernels//,/ }; do
-		[[ " $VARIANTS " == *" $k "* ]] || die "clients: unknown kernel $k ($VARIANTS)"
-	done
-	# One boot runs everything: its limit must leave the run its time.
-	((BOOT_TIMEOUT >= timeout + 300)) || BOOT_TIMEOUT=$((timeout + 300))
+	# Before the clients' builds: exec would refuse the names only after.
+	check_variants "$RUN_KERNELS" clients
+	cmd_deps
+	local kernels=$RUN_KERNELS timeout=$RUN_TIMEOUT
 	mkdir -p "$CACHE/clients"
 	dir=$(mktemp -d "$CACHE/clients/run.XXXXXX")
 	lib_setup "$dir"
@@ -440,6 +458,7 @@ cmd_shell()
 		esac
 		shift
 	done
+	check_variants "$k" shell
 	cmd_deps
 	local tmp
 	tmp=$(mktemp -d)
@@ -472,9 +491,9 @@ main()
 	case $cmd in
 	test) cmd_test "$@" ;;
 	exec) cmd_exec "$@" ;;
-	clients) cmd_deps; cmd_clients "$@" ;;
+	clients) cmd_clients "$@" ;;
 	shell) cmd_shell "$@" ;;
-	build) cmd_deps; cmd_build "$@" ;;
+	build) cmd_build "$@" ;;
 	fetch) [[ ${1:-} = --refresh ]] && REFRESH=1; cmd_fetch ;;
 	coldcheck) cmd_deps; cmd_coldcheck "$@" ;;
 	initramfs) cmd_deps; cmd_fetch; build_initramfs ;;
