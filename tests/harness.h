@@ -259,6 +259,48 @@ static inline void test_in_child(const char *list, void (*fn)(void))
 }
 
 /*
+ * The ways to make a child that returns twice on one stack, as fork()
+ * does, in the order test_fork.c's and test_conformance.c's kinds start.
+ * Only fork() runs the pthread_atfork() handlers.
+ */
+enum test_fork_kind {
+	TEST_FORK,		/* fork() */
+	TEST_SYS_FORK,		/* syscall(SYS_fork) */
+	TEST__FORK,		/* glibc _Fork() (2.34; older: SYS_fork) */
+	TEST_CLONE_RAW,		/* syscall(SYS_clone, SIGCHLD, 0) */
+};
+
+/* A child by @kind: 0 in the child, its pid or -errno in the parent. */
+static inline pid_t test_fork_by(enum test_fork_kind kind)
+{
+	pid_t pid;
+
+	switch (kind) {
+	case TEST_SYS_FORK:
+		pid = (pid_t)syscall(SYS_fork);
+		break;
+	case TEST__FORK:
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+		pid = _Fork();
+#else
+		pid = (pid_t)syscall(SYS_fork);
+#endif
+		break;
+	case TEST_CLONE_RAW:
+		/*
+		 * No stack, no tids, no tls: every argument but the flags is
+		 * 0, so the arches' orders of clone()'s arguments agree.
+		 */
+		pid = (pid_t)syscall(SYS_clone, (unsigned long)SIGCHLD, 0UL, NULL, NULL, 0UL);
+		break;
+	default:
+		pid = fork();
+		break;
+	}
+	return pid < 0 ? -errno : pid;
+}
+
+/*
  * Does process_madvise() on this process take @advice? Before 6.13 it takes
  * only MADV_COLD, MADV_PAGEOUT, MADV_WILLNEED and MADV_COLLAPSE, even from
  * the caller itself (Debian 12's 6.1 answers -EINVAL to a DONTNEED vector),

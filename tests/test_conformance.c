@@ -135,7 +135,14 @@ struct hint {
  * changes the layout and flushes the case's hints on the inherited batch
  * (see run_inherited()). How the child was made, and what it changes.
  */
-enum fork_kind { FK_FORK, FK_SYS_FORK, FK__FORK, FK_CLONE_RAW, FK__COUNT };
+/* harness.h's kinds (test_fork_by()), counted. */
+enum fork_kind {
+	FK_FORK = TEST_FORK,
+	FK_SYS_FORK = TEST_SYS_FORK,
+	FK__FORK = TEST__FORK,
+	FK_CLONE_RAW = TEST_CLONE_RAW,
+	FK__COUNT
+};
 enum mut_kind { MUT_PROTECT, MUT_UNMAP, MUT_MAP };
 #define MAX_MUTS 4
 #define MAX_WARM 4
@@ -1004,36 +1011,6 @@ static const char *const fk_name[FK__COUNT] = {
 
 static const char *child_status(int st);
 
-/*
- * A child by @kind, as test_fork.c makes them (the kinds that return twice
- * on one stack): 0 in the child, its pid or -errno in the parent.
- */
-static pid_t fork_by(enum fork_kind kind)
-{
-	pid_t pid;
-
-	switch (kind) {
-	case FK_SYS_FORK:
-		pid = (pid_t)syscall(SYS_fork);
-		break;
-	case FK__FORK:
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
-		pid = _Fork();
-#else
-		pid = (pid_t)syscall(SYS_fork);
-#endif
-		break;
-	case FK_CLONE_RAW:
-		/* x86-64 argument order: flags, newsp, parent_tid, child_tid, tls. */
-		pid = (pid_t)syscall(SYS_clone, (unsigned long)SIGCHLD, 0UL, NULL, NULL, 0UL);
-		break;
-	default:
-		pid = fork();
-		break;
-	}
-	return pid < 0 ? -errno : pid;
-}
-
 static uint64_t lib_vma_queries(struct madvx_batch *b)
 {
 	struct madvx_stats st = { .size = sizeof(st) };
@@ -1144,7 +1121,7 @@ static void run_inherited(const struct spec *s, bool lib)
 		lib_warm(s, b);
 	else
 		ref_warm(s);
-	pid = fork_by((enum fork_kind)s->fork_kind);
+	pid = test_fork_by((enum test_fork_kind)s->fork_kind);
 	if (pid < 0)
 		child_fail(4, "%s: %s", fk_name[s->fork_kind], strerror(-pid));
 	if (pid == 0) {

@@ -54,10 +54,10 @@ extern char **environ;
 /* ---- fork kinds ---- */
 
 enum fork_kind {
-	FK_FORK,		/* fork(): runs the pthread_atfork handlers */
-	FK_SYS_FORK,		/* syscall(SYS_fork): no handlers */
-	FK__FORK,		/* glibc _Fork() (2.34): no handlers */
-	FK_CLONE_RAW,		/* syscall(SYS_clone, SIGCHLD, 0): no handlers */
+	FK_FORK = TEST_FORK,	/* harness.h's four, made by test_fork_by() */
+	FK_SYS_FORK = TEST_SYS_FORK,
+	FK__FORK = TEST__FORK,
+	FK_CLONE_RAW = TEST_CLONE_RAW,
 	FK_CLONE_GLIBC,		/* clone(fn, own stack, SIGCHLD): no handlers */
 	FK_VFORK_EXEC,		/* vfork() + execve() of this binary */
 	FK__COUNT
@@ -139,35 +139,18 @@ static pid_t spawn(enum fork_kind kind, child_fn fn, void *arg)
 	struct clone_call c = { fn, arg };
 	pid_t pid;
 
-	switch (kind) {
-	case FK_FORK:
-		pid = fork();
-		break;
-	case FK_SYS_FORK:
-		pid = (pid_t)syscall(SYS_fork);
-		break;
-	case FK__FORK:
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
-		pid = _Fork();
-#else
-		pid = (pid_t)syscall(SYS_fork);
-#endif
-		break;
-	case FK_CLONE_RAW:
-		/* x86-64 argument order: flags, newsp, parent_tid, child_tid, tls. */
-		pid = (pid_t)syscall(SYS_clone, (unsigned long)SIGCHLD, 0UL, NULL, NULL, 0UL);
-		break;
-	case FK_CLONE_GLIBC:
+	if (kind == FK_CLONE_GLIBC) {
 		clone_stack_init();
 		/* @c lives on our stack: the child gets a copy of it at clone time. */
 		pid = clone(clone_trampoline, clone_stack + CLONE_STACK_SIZE, SIGCHLD, &c);
 		return pid < 0 ? -errno : pid;
-	default:
-		return -EINVAL;
 	}
+	if (kind >= FK_FORKED_COUNT)
+		return -EINVAL;
+	pid = test_fork_by((enum test_fork_kind)kind);
 	if (pid == 0)
 		_exit(fn(arg));
-	return pid < 0 ? -errno : pid;
+	return pid;
 }
 
 /* vfork() + execve(this binary, @argv, @envp). The child only execs or _exits. */
