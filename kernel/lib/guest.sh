@@ -162,17 +162,16 @@ build_init()
 
 # Assemble and pack the initramfs; with a run dir as $1, copy it there
 # (initramfs.cpio.gz, tests.list, not-in-guest.list) before the lock goes.
-# Sets INITRAMFS.
-build_initramfs()
+# stage_root <dir>: a fresh guest root in <dir> with our init, the two
+# device nodes init needs before devtmpfs, and a static busybox's applets
+# when the host has one. The caller holds the initramfs lock.
+stage_root()
 {
-	local stage t name to bb dir
-	lock initramfs
-	dir="$CACHE/initramfs"
-	stage="$dir/root"
+	local stage=$1 bb t
 	rm -rf "$stage"
-	mkdir -p "$stage"/{bin,sbin,dev,proc,sys,tmp,run,madvx/ksft}
-	build_init "$dir/init"
-	cp "$dir/init" "$stage/init"
+	mkdir -p "$stage"/{bin,sbin,dev,proc,sys,tmp,run,madvx}
+	build_init "$CACHE/initramfs/init"
+	cp "$CACHE/initramfs/init" "$stage/init"
 	mknod -m 600 "$stage/dev/console" c 5 1
 	mknod -m 666 "$stage/dev/null" c 1 3
 	bb=$(command -v busybox || true)
@@ -185,6 +184,17 @@ build_initramfs()
 	else
 		log "initramfs: no static busybox (apt-get install busybox-static); no shell in the guest"
 	fi
+}
+
+# Sets INITRAMFS.
+build_initramfs()
+{
+	local stage t name to dir
+	lock initramfs
+	dir="$CACHE/initramfs"
+	stage="$dir/root"
+	stage_root "$stage"
+	mkdir -p "$stage/madvx/ksft"
 	# A run of the old kernel alone has no 7.3 tree to build them from,
 	# and would not run them (variant_skip).
 	KSFT_ACTIVE=()

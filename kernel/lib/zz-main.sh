@@ -306,22 +306,9 @@ cmd_test()
 # to $1.
 build_min_initramfs()
 {
-	local stage="$CACHE/initramfs/min" t bb
+	local stage="$CACHE/initramfs/min"
 	lock initramfs
-	rm -rf "$stage"
-	mkdir -p "$stage"/{bin,sbin,dev,proc,sys,tmp,run,madvx}
-	build_init "$CACHE/initramfs/init"
-	cp "$CACHE/initramfs/init" "$stage/init"
-	mknod -m 600 "$stage/dev/console" c 5 1
-	mknod -m 666 "$stage/dev/null" c 1 3
-	bb=$(command -v busybox || true)
-	if [[ -n $bb ]] && is_static_elf "$bb"; then
-		cp "$bb" "$stage/bin/busybox"
-		for t in $("$bb" --list); do
-			[[ $t = busybox || $t = init || $t = linuxrc ]] && continue
-			ln -sf busybox "$stage/bin/$t"
-		done
-	fi
+	stage_root "$stage"
 	: >"$stage/madvx/tests.list"
 	(cd "$stage" && find . -print0 | LC_ALL=C sort -z |
 		cpio --null -o -H newc --quiet --owner=0:0 | gzip -1 >"$1")
