@@ -170,16 +170,6 @@ upstream_get_source()
 	log "source: $UPSTREAM_DESC"
 }
 
-# The unpatched source in $WORK/pristine, the patched one in $WORK/src.
-upstream_prepare_source()
-{
-	rm -rf "$WORK/pristine" "$WORK/src"
-	mv "$WORK/fresh" "$WORK/pristine"
-	cp -a "$WORK/pristine" "$WORK/src"
-	(cd "$WORK/src" && patch -p1 --quiet <"$PATCH") ||
-		die "${PATCH##*/} does not apply"
-}
-
 # bdwgc's options: unmapping, threads and the tests on (16 of them; C++'s
 # cpptest and treetest need -Denable_cplusplus=ON), its default build
 # type, no documentation.  A build is redone when they change (its stamp
@@ -267,18 +257,6 @@ check_guard()
 	log "guard: ${PATCH##*/} without -DGC_USE_MADVX is the stock source"
 }
 
-# The patched library must really use libmadvx (a build that lost the
-# define would pass every check without it), the stock one must not.
-check_symbols()
-{
-	local s p
-	s=$(nm -D "$1")
-	p=$(nm -D "$2")
-	[[ $p == *" U madvx_batch_add_flags"* && $p == *" U madvx_batch_flush"* ]] ||
-		die "the patched $2 does not call madvx_batch_add_flags/flush"
-	[[ $s != *madvx_* ]] || die "the stock $1 references libmadvx"
-}
-
 mkdir -p "$WORK"
 if [[ $FLAVOUR == upstream ]]; then
 	upstream_get_source
@@ -287,7 +265,7 @@ if [[ $FLAVOUR == upstream ]]; then
 	if [[ ! -f $WORK/src.ready || $WORK/src.ready -ot $PATCH ]] ||
 	   ! diff -rq "$WORK/fresh" "$WORK/pristine" >/dev/null 2>&1; then
 		rm -f "$WORK/src.ready" "$WORK/stock.built" "$WORK/patched.built"
-		upstream_prepare_source
+		client_prepare_source "$WORK" "$PATCH"
 		touch "$WORK/src.ready"
 	fi
 	rm -rf "$WORK/fresh"
@@ -306,7 +284,7 @@ if [[ $FLAVOUR == upstream ]]; then
 			"-L$BUILDROOT/src -Wl,-rpath,$BUILDROOT/src"
 		echo "${CMAKE_OPTS[*]}" >"$WORK/patched.built"
 	fi
-	check_symbols "$WORK/stock/libgc.so" "$WORK/patched/libgc.so"
+	client_check_symbols "$WORK/stock/libgc.so" "$WORK/patched/libgc.so"
 else
 	debsrc_fetch libgc 1:8.2.2-3 bookworm
 	# Each tree is rebuilt from the verified source when what it is built
@@ -333,7 +311,7 @@ else
 		build_patched "$WORK/patched"
 		touch "$WORK/patched.built"
 	fi
-	check_symbols "$WORK/stock/.libs/libgc.so" "$WORK/patched/.libs/libgc.so"
+	client_check_symbols "$WORK/stock/.libs/libgc.so" "$WORK/patched/.libs/libgc.so"
 fi
 
 # MADVX_BDWGC_CONFIGS (comma list of names above) runs a subset: CI runs

@@ -7,6 +7,10 @@
 #   log, die, skip          message; die exits 1, skip 77 (with the reason)
 #   client_need_tools WHY TOOL...   skip unless every TOOL is on PATH
 #   client_need_shared BUILDROOT    skip unless libmadvx.so was built
+#   client_prepare_source WORK PATCH  WORK/fresh becomes WORK/pristine, its
+#                                   copy with PATCH applied WORK/src
+#   client_check_symbols STOCK PATCHED  the patched .so calls libmadvx's
+#                                   batch, the stock one references none
 #   client_selected LIST NAME       is NAME in the comma list LIST (empty: all)
 #   client_strace OUT CMD...        run CMD under strace, the release calls to OUT
 #   client_strace_counts OUT        "madvise process_madvise procmap_query"
@@ -35,6 +39,28 @@ client_need_shared()
 {
 	[[ -f $1/src/libmadvx.so ]] ||
 		skip "no shared libmadvx in $1/src (static-only build): $CLIENT links the .so"
+}
+
+client_prepare_source()
+{
+	local work=$1 patch=$2
+	rm -rf "$work/pristine" "$work/src"
+	mv "$work/fresh" "$work/pristine"
+	cp -a "$work/pristine" "$work/src"
+	(cd "$work/src" && patch -p1 --quiet <"$patch") ||
+		die "${patch##*/} does not apply"
+}
+
+# A patched build that lost its define would pass every test without
+# libmadvx: the patched library must call the batch, the stock one not.
+client_check_symbols()
+{
+	local s p
+	s=$(nm -D "$1")
+	p=$(nm -D "$2")
+	[[ $p == *" U madvx_batch_add_flags"* && $p == *" U madvx_batch_flush"* ]] ||
+		die "the patched ${2##*/} does not call madvx_batch_add_flags/flush"
+	[[ $s != *madvx_* ]] || die "the stock ${1##*/} references libmadvx"
 }
 
 # Runs a subset when the list (MADVX_<CLIENT>_CONFIGS) names some.

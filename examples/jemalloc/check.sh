@@ -149,11 +149,7 @@ get_source()
 # patch does not touch configure.ac).
 prepare_source()
 {
-	rm -rf "$WORK/pristine" "$WORK/src"
-	mv "$WORK/fresh" "$WORK/pristine"
-	cp -a "$WORK/pristine" "$WORK/src"
-	(cd "$WORK/src" && patch -p1 --quiet <"$PATCH") ||
-		die "${PATCH##*/} does not apply"
+	client_prepare_source "$WORK" "$PATCH"
 	if [[ $FLAVOUR == upstream ]]; then
 		(cd "$WORK/src" && autoconf) >"$WORK/autoconf.out" 2>&1 ||
 			{ cat "$WORK/autoconf.out" >&2; die "autoconf failed"; }
@@ -232,18 +228,6 @@ tokens()
 	shift 2
 	cc -E -P "$@" -I"$WORK/stock/include" -I"$tree/include" "$tree/$f" |
 		tr -d ' \t\n' | sed -E 's/"[^"]*\.[ch]",[0-9]+/"",0/g'
-}
-
-# The patched library must really use libmadvx (a build that lost the
-# define would pass every test without it), the stock one must not.
-check_symbols()
-{
-	local s p
-	s=$(nm -D "$WORK/stock/lib/libjemalloc.so.2")
-	p=$(nm -D "$WORK/patched/lib/libjemalloc.so.2")
-	[[ $p == *" U madvx_batch_add_flags"* && $p == *" U madvx_batch_flush"* ]] ||
-		die "the patched libjemalloc.so.2 does not call madvx_batch_add_flags/flush"
-	[[ $s != *madvx_* ]] || die "the stock libjemalloc.so.2 references libmadvx"
 }
 
 # Every test `make check` runs (unit, integration, integration/cpp), as
@@ -373,7 +357,7 @@ if [[ ! -f $WORK/patched.built || $WORK/patched.built -ot $BUILDROOT/src/libmadv
 		"-L$BUILDROOT/src -Wl,-rpath,$BUILDROOT/src" "-lmadvx"
 	touch "$WORK/patched.built"
 fi
-check_symbols
+client_check_symbols "$WORK/stock/lib/libjemalloc.so.2" "$WORK/patched/lib/libjemalloc.so.2"
 # je-purge.c: the churn bench.sh measures, here a test of both builds.
 if [[ ! -x $WORK/je-purge || $WORK/je-purge -ot $HERE/je-purge.c ]]; then
 	cc -O2 -Wall -pthread -I"$SRCROOT/include" -I"$BUILDROOT/include" \

@@ -91,16 +91,6 @@ get_source()
 	fi
 }
 
-# The patched source tree in $WORK/src, the unpatched one in $WORK/pristine.
-prepare_source()
-{
-	rm -rf "$WORK/pristine" "$WORK/src"
-	mv "$WORK/fresh" "$WORK/pristine"
-	cp -a "$WORK/pristine" "$WORK/src"
-	(cd "$WORK/src" && patch -p1 --quiet <"$PATCH") ||
-		die "${PATCH##*/} does not apply"
-}
-
 # Without MI_USE_MADVX the patched files are the stock ones: every token
 # the compiler sees is the same (the no-op macros aside), so "stock" is
 # stock although it is built from the patched tree.
@@ -138,18 +128,6 @@ build()
 	fi
 }
 
-# The patched library must really use libmadvx (a build that lost the
-# define would pass every test without it), the stock one must not.
-check_symbols()
-{
-	local s p
-	s=$(nm -D "$WORK/stock/libmimalloc.so")
-	p=$(nm -D "$WORK/patched/libmimalloc.so")
-	[[ $p == *" U madvx_batch_add_flags"* && $p == *" U madvx_batch_flush"* ]] ||
-		die "the patched libmimalloc.so does not call madvx_batch_add_flags/flush"
-	[[ $s != *madvx_* ]] || die "the stock libmimalloc.so references libmadvx"
-}
-
 # The three tests of build $1 with the environment $2; prints
 # "PASS n FAIL m (s s s)", with the seconds each took, and keeps each
 # output in $WORK/out.
@@ -182,7 +160,7 @@ get_source
 if [[ ! -f $WORK/src.ready || $WORK/src.ready -ot $PATCH ]] ||
    ! diff -rq "$WORK/fresh" "$WORK/pristine" >/dev/null 2>&1; then
 	rm -f "$WORK/src.ready" "$WORK/stock.built" "$WORK/patched.built"
-	prepare_source
+	client_prepare_source "$WORK" "$PATCH"
 	check_guard
 	touch "$WORK/src.ready"
 fi
@@ -197,7 +175,7 @@ if [[ ! -f $WORK/patched.built || $WORK/patched.built -ot $BUILDROOT/src/libmadv
 		"-L$BUILDROOT/src -Wl,-rpath,$BUILDROOT/src"
 	touch "$WORK/patched.built"
 fi
-check_symbols
+client_check_symbols "$WORK/stock/libmimalloc.so" "$WORK/patched/libmimalloc.so"
 
 # The builds of one configuration run side by side (one core each on a
 # 2-core machine): test-api alone costs ~30 s of CPU per run here, most of
