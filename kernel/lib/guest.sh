@@ -160,8 +160,6 @@ build_init()
 	fi
 }
 
-# Assemble and pack the initramfs; with a run dir as $1, copy it there
-# (initramfs.cpio.gz, tests.list, not-in-guest.list) before the lock goes.
 # stage_root <dir>: a fresh guest root in <dir> with our init, the two
 # device nodes init needs before devtmpfs, and a static busybox's applets
 # when the host has one. The caller holds the initramfs lock.
@@ -186,6 +184,8 @@ stage_root()
 	fi
 }
 
+# Assemble and pack the initramfs; with a run dir as $1, copy it there
+# (initramfs.cpio.gz, tests.list, not-in-guest.list) before the lock goes.
 # Sets INITRAMFS.
 build_initramfs()
 {
