@@ -476,13 +476,23 @@ static void issue_group(struct madvx_batch *b, int advice, struct madvx_entry *e
  * Issue the planned entries of one advice: the fast-path ones first, then
  * those predicted to fall back, never both in one call, so the sticky
  * mmap_lock fallback of vector_madvise() cannot reach a fast-path entry.
- * The partition is stable: each group stays in address order.
+ * The partition is stable: each group stays in address order. Entries of
+ * one kind - all fast, or all falling back as every entry does on a kernel
+ * without per-VMA madvise - go as they are: spill[] is another page of the
+ * storage, which a batch of few hints should not touch.
  */
 void __madvx_issue_planned(struct madvx_batch *b, int advice, uint32_t n)
 {
 	struct madvx_entry *e = b->entries;
 	uint32_t nfast = 0, nslow = 0;
 
+	for (uint32_t i = 0; i < n; i++)
+		nslow += e[i].fallback;
+	if (!nslow || nslow == n) {
+		issue_group(b, advice, e, n);
+		return;
+	}
+	nslow = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		if (e[i].fallback)
 			b->spill[nslow++] = e[i];
