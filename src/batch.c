@@ -37,9 +37,10 @@ static size_t align_up(size_t v, size_t a)
 	return (v + a - 1) & ~(a - 1);
 }
 
-/* The arrays every batch has, whatever its capacity: entries, spill, iov. */
+/* The arrays every batch has, whatever its capacity: entries, spill, iov, spans. */
 #define FIXED_ARRAYS (2 * MADVX_PLAN_CHUNK * sizeof(struct madvx_entry) + \
-		      MADVX_MAX_VEC * sizeof(struct iovec))
+		      MADVX_MAX_VEC * sizeof(struct iovec) + \
+		      MADVX_VMA_CACHE * sizeof(struct madvx_vma_span))
 
 MADVX_API size_t madvx_batch_storage_size(size_t capacity)
 {
@@ -56,21 +57,22 @@ MADVX_API size_t madvx_batch_storage_size(size_t capacity)
 }
 
 /*
- * entries[] first: entries[0], which every flush writes, shares the second
- * page with the tail of the VMA cache (see struct madvx_batch).
+ * hints[] first: hints[0], which every flush writes, shares the first page
+ * with the head (see struct madvx_batch). Every array's size is a
+ * multiple of 8 bytes: the VMA cache's spans, last, stay aligned.
  */
 static void carve_storage(struct madvx_batch *b, char *base)
 {
 	char *p = base + align_up(sizeof(*b), 64);
 
+	b->hints = (struct hint_int *)p;
+	p += (size_t)b->capacity * sizeof(struct hint_int);
 	b->entries = (struct madvx_entry *)p;
 	p += MADVX_PLAN_CHUNK * sizeof(struct madvx_entry);
 	b->spill = (struct madvx_entry *)p;
 	p += MADVX_PLAN_CHUNK * sizeof(struct madvx_entry);
 	b->iov = (struct iovec *)p;
 	p += MADVX_MAX_VEC * sizeof(struct iovec);
-	b->hints = (struct hint_int *)p;
-	p += (size_t)b->capacity * sizeof(struct hint_int);
 	b->res = (struct madvx_hint *)p;
 	p += (size_t)b->capacity * sizeof(struct madvx_hint);
 	b->sorted = (struct sort_item *)p;
@@ -79,6 +81,8 @@ static void carve_storage(struct madvx_batch *b, char *base)
 	p += (size_t)b->capacity * sizeof(struct sort_item);
 	b->radix_bits = madvx_radix_bits(b->capacity);
 	b->radix_count = (uint32_t *)p;
+	p += sizeof(uint32_t) << b->radix_bits;
+	madvx_vma_cache_init(&b->vmas, (struct madvx_vma_span *)p);
 }
 
 MADVX_API int madvx_batch_create(const struct madvx_batch_opts *opts,

@@ -71,6 +71,7 @@ struct madvx_entry {
 
 #define MADVX_MAX_VEC 1024	/* UIO_MAXIOV */
 #define MADVX_PLAN_CHUNK 1024	/* entries planned before they are issued */
+#define MADVX_FEW_ENTRIES 8	/* entries planned in the batch's head */
 
 /* How the planner hands a group of entries (one advice, one lock class) on. */
 struct madvx_batch;
@@ -82,11 +83,11 @@ enum { RESULTS_STALE = 0, RESULTS_BUILDING, RESULTS_BUILT };
 /*
  * The head of the batch's storage; its arrays follow it (batch.c,
  * carve_storage()). Fresh storage is faulted in page by page as it is first
- * written, and each first write costs a page fault (~10 us on a
- * paravirtualised host): so what a flush of one hint touches - these
- * fields, the VMA cache's head and first spans - lies on the first page,
- * and only the cache's later spans run into the second, where the arrays
- * begin with entries[].
+ * written, and each first write costs a page fault (10-25 us on a
+ * paravirtualised host, BENCHMARKS.md p6): so everything a flush of a few
+ * hints writes - these fields, the first entries (@few) and hints[0], which
+ * follows the head - lies on the first page. entries[], spill[], iov[] and
+ * the VMA cache's spans come later in the storage, for bigger flushes.
  */
 struct madvx_batch {
 	uint32_t capacity;
@@ -115,6 +116,12 @@ struct madvx_batch {
 	uint64_t epoch_last_key;	/* to notice adds out of plan order */
 	bool epoch_unsorted;		/* ... and that they stopped (its first hint's flag) */
 
+	/*
+	 * A plan's first entries; one that outgrows them moves to entries[]
+	 * (plan.c, plan_entry()).
+	 */
+	struct madvx_entry few[MADVX_FEW_ENTRIES];
+
 	/* Set while an async backend flushes: planned groups go to it. */
 	madvx_issue_fn issue;
 	void *issue_ctx;
@@ -133,11 +140,10 @@ struct madvx_batch {
 	uint32_t *radix_count;		/* 1 << radix_bits counters */
 	uint32_t radix_bits;
 
-	struct madvx_vma_cache vmas;	/* last: its span array is 4 KiB */
+	struct madvx_vma_cache vmas;	/* its spans: at the end of the storage */
 };
-_Static_assert(offsetof(struct madvx_batch, vmas) + offsetof(struct madvx_vma_cache, span) +
-	       sizeof(struct madvx_vma_span) <= 4096,
-	       "a one-hint flush touches the batch's first page only (and entries[0])");
+_Static_assert(((sizeof(struct madvx_batch) + 63) & ~(size_t)63) + sizeof(struct hint_int) <= 4096,
+	       "a flush of a few hints touches the batch's first page only");
 
 /*
  * Planning works on positions: within an epoch, position k is hint k when

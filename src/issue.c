@@ -481,9 +481,9 @@ static void issue_group(struct madvx_batch *b, int advice, struct madvx_entry *e
  * without per-VMA madvise - go as they are: spill[] is another page of the
  * storage, which a batch of few hints should not touch.
  */
-void __madvx_issue_planned(struct madvx_batch *b, int advice, uint32_t n)
+void __madvx_issue_planned(struct madvx_batch *b, int advice, struct madvx_entry *e,
+			   uint32_t n)
 {
-	struct madvx_entry *e = b->entries;
 	uint32_t nfast = 0, nslow = 0;
 
 	for (uint32_t i = 0; i < n; i++)

@@ -5,8 +5,9 @@
 
 #include "engine.h"
 
-/* Hand the planned entries b->entries[0, n) of @advice to the kernel. */
-MADVX_HIDDEN void __madvx_issue_planned(struct madvx_batch *b, int advice, uint32_t n);
+/* Hand the planned entries @e[0, n) of @advice (b->few or b->entries) to the kernel. */
+MADVX_HIDDEN void __madvx_issue_planned(struct madvx_batch *b, int advice,
+				      struct madvx_entry *e, uint32_t n);
 
 /*
  * [start, start + len) is unmapped for the hints at positions first..last:

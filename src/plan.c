@@ -177,6 +177,8 @@ struct planner {
 	int advice;
 	bool vouched;		/* MADVX_HINT_ONE_VMA hints: no look-ups */
 	bool fast_advice;	/* the advice can run under the per-VMA lock */
+	struct madvx_entry *e;	/* b->few, then b->entries */
+	uint32_t room;		/* of @e */
 	uint32_t n;		/* entries planned, not yet issued */
 	struct madvx_vma last;	/* the VMA of the previous run: runs come in address order */
 };
@@ -211,11 +213,18 @@ static void plan_entry(struct planner *pl, uint64_t start, uint64_t end,
 {
 	struct madvx_entry *e;
 
-	if (pl->n == MADVX_PLAN_CHUNK) {
-		__madvx_issue_planned(pl->b, pl->advice, pl->n);
-		pl->n = 0;
+	if (pl->n == pl->room) {
+		if (pl->e == pl->b->few) {
+			/* Outgrown the head: go on in entries[], as one chunk. */
+			memcpy(pl->b->entries, pl->e, pl->n * sizeof(*e));
+			pl->e = pl->b->entries;
+			pl->room = MADVX_PLAN_CHUNK;
+		} else {
+			__madvx_issue_planned(pl->b, pl->advice, pl->e, pl->n);
+			pl->n = 0;
+		}
 	}
-	e = &pl->b->entries[pl->n++];
+	e = &pl->e[pl->n++];
 	*e = (struct madvx_entry){
 		.start = start, .len = end - start, .first = first, .last = last,
 		.fallback = fallback, .via_sorted = pl->b->use_sorted,
@@ -423,6 +432,7 @@ static void plan_group(struct madvx_batch *b, int advice, bool vouched, uint32_t
 		.b = b, .advice = advice, .vouched = vouched,
 		/* A remote process_madvise() always takes the target's mmap_lock. */
 		.fast_advice = !b->target && madvx_advice_lock(advice) == MADVX_LOCK_PER_VMA,
+		.e = b->few, .room = MADVX_FEW_ENTRIES,
 	};
 	bool via = b->use_sorted;
 	uint32_t k = from;
@@ -449,7 +459,7 @@ static void plan_group(struct madvx_batch *b, int advice, bool vouched, uint32_t
 		plan_run(&pl, start, end, first, k - 1);
 	}
 	if (pl.n)
-		__madvx_issue_planned(b, advice, pl.n);
+		__madvx_issue_planned(b, advice, pl.e, pl.n);
 }
 
 void __madvx_plan_epoch(struct madvx_batch *b, uint32_t from, uint32_t to)

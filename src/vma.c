@@ -355,7 +355,8 @@ int __madvx_vma_find(struct madvx_vma_cache *c, uint64_t addr, struct madvx_vma 
 
 int __madvx_vma_find_kernel(uint64_t addr, struct madvx_vma *v)
 {
-	struct madvx_vma_cache c = { 0 };
+	struct madvx_vma_span span[MADVX_VMA_CACHE];
+	struct madvx_vma_cache c;
 	int ret;
 
 	if (madvx_has(MADVX_FEAT_PROCMAP_QUERY)) {
@@ -363,6 +364,7 @@ int __madvx_vma_find_kernel(uint64_t addr, struct madvx_vma *v)
 		if (!procmap_refused(ret))
 			return ret;
 	}
+	madvx_vma_cache_init(&c, span);
 	ret = parse_maps_into(&c, addr);
 	if (ret)
 		return ret;

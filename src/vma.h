@@ -53,13 +53,18 @@ struct madvx_vma_span {
 	struct madvx_vma vma;
 };
 
+/*
+ * The spans live apart from the head (a batch keeps them at the end of its
+ * storage, a one-off look-up on its stack): a batch's head shares its first
+ * page with its first hint, and a flush that needs no look-up never touches
+ * the 4 KiB of spans (batch.c, carve_storage()).
+ */
 struct madvx_vma_cache {
 	uint32_t count;
 	uint32_t last;		/* index of the last hit */
 	bool stale;		/* the kernel refused an entry planned on it */
 	uint64_t queries;	/* kernel lookups done (stats) */
-	/* Last: with the fields above, a first lookup touches its head only. */
-	struct madvx_vma_span span[MADVX_VMA_CACHE];
+	struct madvx_vma_span *span;	/* MADVX_VMA_CACHE of them */
 };
 
 static inline void madvx_vma_cache_reset(struct madvx_vma_cache *c)
@@ -67,6 +72,15 @@ static inline void madvx_vma_cache_reset(struct madvx_vma_cache *c)
 	c->count = 0;
 	c->last = 0;
 	c->stale = false;
+}
+
+/* An empty cache over @span (MADVX_VMA_CACHE entries, contents ignored). */
+static inline void madvx_vma_cache_init(struct madvx_vma_cache *c,
+					struct madvx_vma_span *span)
+{
+	madvx_vma_cache_reset(c);
+	c->queries = 0;
+	c->span = span;
 }
 
 /*
