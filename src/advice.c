@@ -50,20 +50,20 @@ static enum madvx_lock advice_lock_for(const struct advice_desc *d)
 }
 
 /* COLD and PAGEOUT: their lock may need the per-boot cache (read on first need). */
-bool __madvx_advice_lock_measured(int index)
+MADVX_HOT bool __madvx_advice_lock_measured(int index)
 {
 	return index == madvx_advice_index(MADV_COLD) ||
 	       index == madvx_advice_index(MADV_PAGEOUT);
 }
 
-enum madvx_lock __madvx_advice_lock_at(int index)
+MADVX_HOT enum madvx_lock __madvx_advice_lock_at(int index)
 {
 	if (index < 0 || index >= (int)__madvx_nadvices)
 		return MADVX_LOCK_UNKNOWN;
 	return advice_lock_for(&__madvx_advices[index]);
 }
 
-MADVX_API enum madvx_lock madvx_advice_lock(int advice)
+MADVX_HOT MADVX_API enum madvx_lock madvx_advice_lock(int advice)
 {
 	return __madvx_advice_lock_at(madvx_advice_index(advice));
 }

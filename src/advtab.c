@@ -35,7 +35,7 @@ const int8_t __madvx_advice_index_of[MADVX_ADVICE_MAX + 1] = {
 
 _Static_assert(MADVX_ADVICE_MAX == MADV_GUARD_REMOVE, "advice table bound");
 
-int __madvx_advice_at(int index)
+MADVX_HOT int __madvx_advice_at(int index)
 {
 	return index >= 0 && index < (int)__madvx_nadvices ? __madvx_advices[index].advice : -1;
 }

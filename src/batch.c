@@ -42,7 +42,7 @@ static size_t align_up(size_t v, size_t a)
 		      MADVX_MAX_VEC * sizeof(struct iovec) + \
 		      MADVX_VMA_CACHE * sizeof(struct madvx_vma_span))
 
-MADVX_API size_t madvx_batch_storage_size(size_t capacity)
+MADVX_HOT MADVX_API size_t madvx_batch_storage_size(size_t capacity)
 {
 	size_t sz = align_up(sizeof(struct madvx_batch), 64) + FIXED_ARRAYS;
 
@@ -85,8 +85,8 @@ static void carve_storage(struct madvx_batch *b, char *base)
 	madvx_vma_cache_init(&b->vmas, (struct madvx_vma_span *)p);
 }
 
-MADVX_API int madvx_batch_create(const struct madvx_batch_opts *opts,
-				 struct madvx_batch **out)
+MADVX_HOT MADVX_API int madvx_batch_create(const struct madvx_batch_opts *opts,
+					   struct madvx_batch **out)
 {
 	struct madvx_batch_opts o = { .size = sizeof(o) };
 	struct madvx_batch *b;
@@ -284,8 +284,8 @@ static int check_hint(uintptr_t start, size_t len, int advice, int *adv_idx)
 
 static int flush_hints(struct madvx_batch *b);
 
-static inline int add_hint(struct madvx_batch *b, void *addr, size_t len, int advice,
-			   unsigned int flags)
+MADVX_HOT static inline int add_hint(struct madvx_batch *b, void *addr, size_t len,
+				     int advice, unsigned int flags)
 {
 	uintptr_t start = (uintptr_t)addr;
 	struct hint_int *h;
@@ -323,7 +323,8 @@ static inline int add_hint(struct madvx_batch *b, void *addr, size_t len, int ad
 	return (int)b->count++;
 }
 
-MADVX_API int madvx_batch_add(struct madvx_batch *b, void *addr, size_t len, int advice)
+MADVX_HOT MADVX_API int madvx_batch_add(struct madvx_batch *b, void *addr, size_t len,
+					int advice)
 {
 	return add_hint(b, addr, len, advice, 0);
 }
@@ -359,7 +360,7 @@ static void hint_result(const struct madvx_batch *b, uint32_t i, uint64_t seq_ba
 }
 
 /* Add to the process-wide counters what @b counted since it last published. */
-static void publish_stats(struct madvx_batch *b)
+MADVX_HOT static void publish_stats(struct madvx_batch *b)
 {
 	struct madvx_stats delta = b->st;
 	const uint64_t *s = &b->published.hints;
@@ -389,7 +390,7 @@ static void publish_stats(struct madvx_batch *b)
 }
 
 /* Plan and issue everything queued, epoch by epoch. */
-static void issue_hints(struct madvx_batch *b)
+MADVX_HOT static void issue_hints(struct madvx_batch *b)
 {
 	uint32_t from = 0;
 
@@ -496,7 +497,7 @@ void *__madvx_batch_issue_ctx(struct madvx_batch *b)
 	return b->issue_ctx;
 }
 
-MADVX_API int madvx_batch_flush(struct madvx_batch *b)
+MADVX_HOT MADVX_API int madvx_batch_flush(struct madvx_batch *b)
 {
 	int ret;
 

@@ -140,7 +140,8 @@ void __madvx_credit_hole(struct madvx_batch *b, int advice, bool via_sorted,
 		hole_hint(b, advice, pos_hint(b, via_sorted, k), start, start + len);
 }
 
-void __madvx_entry_done(struct madvx_batch *b, const struct madvx_entry *e, uint64_t done)
+MADVX_HOT void __madvx_entry_done(struct madvx_batch *b, const struct madvx_entry *e,
+				  uint64_t done)
 {
 	b->st.bytes += done;
 }
@@ -249,7 +250,8 @@ long __madvx_entry_madvise(struct madvx_batch *b, int advice, const struct madvx
 	return ret;
 }
 
-bool __madvx_entry_touches_stopped(const struct madvx_batch *b, const struct madvx_entry *e)
+MADVX_HOT bool __madvx_entry_touches_stopped(const struct madvx_batch *b,
+					     const struct madvx_entry *e)
 {
 	uint64_t end = e->start + e->len;
 
@@ -461,8 +463,8 @@ static void issue_vector(struct madvx_batch *b, int advice,
 	}
 }
 
-static void issue_group(struct madvx_batch *b, int advice, struct madvx_entry *e,
-			uint32_t n)
+MADVX_HOT static void issue_group(struct madvx_batch *b, int advice,
+				  struct madvx_entry *e, uint32_t n)
 {
 	if (b->issue)
 		b->issue(b, advice, e, n);
@@ -481,8 +483,8 @@ static void issue_group(struct madvx_batch *b, int advice, struct madvx_entry *e
  * without per-VMA madvise - go as they are: spill[] is another page of the
  * storage, which a batch of few hints should not touch.
  */
-void __madvx_issue_planned(struct madvx_batch *b, int advice, struct madvx_entry *e,
-			   uint32_t n)
+MADVX_HOT void __madvx_issue_planned(struct madvx_batch *b, int advice,
+				     struct madvx_entry *e, uint32_t n)
 {
 	uint32_t nfast = 0, nslow = 0;
 

@@ -68,7 +68,7 @@ static void parse_release(const char *s, unsigned int v[3])
 	}
 }
 
-int __madvx_kver_read(struct madvx_kver *k)
+MADVX_HOT int __madvx_kver_read(struct madvx_kver *k)
 {
 	struct utsname u;
 	unsigned int v[3] = { 0, 0, 0 };

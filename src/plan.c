@@ -37,7 +37,7 @@ static uint8_t lock_class_of(int i)
  * Every class but those that need the per-boot cache: a process that never
  * adds a COLD or PAGEOUT hint never opens it (probe.c, plan_features_read()).
  */
-static void init_lock_classes(void)
+MADVX_HOT static void init_lock_classes(void)
 {
 	for (int i = 0; i < (int)__madvx_nadvices && i < 64; i++)
 		atomic_store_explicit(&__madvx_lock_classes[i],
@@ -58,7 +58,7 @@ uint8_t __madvx_lock_class_decide(int adv_idx)
 	return c;
 }
 
-void __madvx_plan_init(void)
+MADVX_HOT void __madvx_plan_init(void)
 {
 	madvx_once(&lock_classes_once, init_lock_classes);
 }
@@ -208,8 +208,8 @@ static bool vma_forces_fallback(const struct madvx_vma *v)
 	return v->uffd && (v->uffd_remove || !__madvx_plan_feature(MADVX_FEAT_PER_VMA_UFFD));
 }
 
-static void plan_entry(struct planner *pl, uint64_t start, uint64_t end,
-		       uint32_t first, uint32_t last, bool fallback)
+MADVX_HOT static void plan_entry(struct planner *pl, uint64_t start, uint64_t end,
+				 uint32_t first, uint32_t last, bool fallback)
 {
 	struct madvx_entry *e;
 
@@ -462,7 +462,7 @@ static void plan_group(struct madvx_batch *b, int advice, bool vouched, uint32_t
 		__madvx_issue_planned(b, advice, pl.e, pl.n);
 }
 
-void __madvx_plan_epoch(struct madvx_batch *b, uint32_t from, uint32_t to)
+MADVX_HOT void __madvx_plan_epoch(struct madvx_batch *b, uint32_t from, uint32_t to)
 {
 	uint32_t k = from;
 

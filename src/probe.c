@@ -101,7 +101,7 @@ static bool wanted(const struct madvx_probe_state *st, enum madvx_feature f)
 }
 
 /* name,name,... -> feature mask; unknown names are ignored (madvx-probe warns). */
-static uint64_t parse_names(const char *env)
+MADVX_HOT static uint64_t parse_names(const char *env)
 {
 	uint64_t mask = 0;
 	char buf[512];
@@ -488,7 +488,7 @@ static uint64_t guess_features(struct madvx_probe_state *st)
 	return f;
 }
 
-static void run_core(void)
+MADVX_HOT static void run_core(void)
 {
 	struct madvx_probe_state *st = &probe_state;
 	uint64_t f;
@@ -504,7 +504,7 @@ static void run_core(void)
 	atomic_store_explicit(&st->features, f, memory_order_release);
 }
 
-const struct madvx_probe_state *__madvx_probe(void)
+MADVX_HOT const struct madvx_probe_state *__madvx_probe(void)
 {
 	madvx_once(&probe_once, run_core);
 	return &probe_state;
@@ -652,14 +652,14 @@ static int open_self_pidfd(void)
 	return __madvx_sys_pidfd_open(getpid());
 }
 
-int __madvx_self_pidfd(void)
+MADVX_HOT int __madvx_self_pidfd(void)
 {
 	if (madvx_has(MADVX_FEAT_PIDFD_SELF))
 		return PIDFD_SELF_THREAD;	/* PIDFD_SELF */
 	return __madvx_proc_fd(MADVX_PFD_PIDFD, open_self_pidfd);
 }
 
-uint64_t __madvx_pmadv_advices(void)
+MADVX_HOT uint64_t __madvx_pmadv_advices(void)
 {
 	return atomic_load_explicit(&__madvx_probe()->pmadv_advices, memory_order_relaxed);
 }

@@ -83,7 +83,7 @@ static uint64_t gen_by_pid(void)
 	}
 }
 
-uint64_t __madvx_proc_gen(void)
+MADVX_HOT uint64_t __madvx_proc_gen(void)
 {
 	_Atomic uint64_t *w = atomic_load_explicit(&wipe_word, memory_order_acquire);
 	uint64_t gen;
@@ -104,7 +104,7 @@ uint64_t __madvx_proc_gen(void)
  */
 #define MADVX_ONCE_DONE UINT64_MAX
 
-void __madvx_once_slow(struct madvx_once *o, void (*fn)(void))
+MADVX_HOT void __madvx_once_slow(struct madvx_once *o, void (*fn)(void))
 {
 	uint64_t gen = __madvx_proc_gen();
 

@@ -33,7 +33,7 @@ long __madvx_sys_madvise(uintptr_t addr, size_t len, int advice)
 	return ret_or_errno(madvise((void *)addr, len, advice), e);
 }
 
-long __madvx_sys_process_madvise(int pidfd, const struct iovec *iov, size_t vlen,
+MADVX_HOT long __madvx_sys_process_madvise(int pidfd, const struct iovec *iov, size_t vlen,
 			       int advice)
 {
 	int e = errno;
@@ -122,7 +122,7 @@ int __madvx_sys_epoll_add(int epfd, int fd, uint32_t events)
 	return (int)ret_or_errno(epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev), e);
 }
 
-void *__madvx_sys_mmap_anon(size_t len)
+MADVX_HOT void *__madvx_sys_mmap_anon(size_t len)
 {
 	int e = errno;
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
