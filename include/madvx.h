@@ -523,7 +523,8 @@ struct madvx_stats {
 	uint64_t vector_entries;	/* iovec entries passed to process_madvise */
 	uint64_t bytes;			/* bytes the kernel applied */
 	uint64_t fallback_entries;	/* entries predicted to take mmap_lock */
-	uint64_t madvise_fallbacks;	/* entries issued with madvise() instead */
+	uint64_t madvise_fallbacks;	/* entries issued with madvise() instead (not
+					 * a lone entry: madvise() by design) */
 	uint64_t vma_queries;		/* VMA lookups (PROCMAP_QUERY or maps parse) */
 	uint64_t retries;		/* EINTR/EAGAIN retries */
 	uint64_t failed;		/* hints with err != 0 */

@@ -466,12 +466,25 @@ static void issue_vector(struct madvx_batch *b, int advice,
 MADVX_HOT static void issue_group(struct madvx_batch *b, int advice,
 				  struct madvx_entry *e, uint32_t n)
 {
-	if (b->issue)
+	if (b->issue) {
 		b->issue(b, advice, e, n);
-	else if (use_vector(b, advice))
+	} else if (n == 1 && !b->target) {
+		/*
+		 * One entry of our own: madvise() is the same walk under
+		 * the same lock (madvise_lock() decides for both calls),
+		 * without a pidfd and an iovec to resolve, and the call a
+		 * process has most likely made before: its first
+		 * process_madvise() costs 10-20 us more (BENCHMARKS.md, p6).
+		 */
+		if (__madvx_entry_touches_stopped(b, e))
+			__madvx_entry_narrowed(b, advice, e);
+		else
+			__madvx_entry_madvise(b, advice, e);
+	} else if (use_vector(b, advice)) {
 		issue_vector(b, advice, e, n);
-	else
+	} else {
 		issue_madvise_each(b, advice, e, n);
+	}
 }
 
 /*
