@@ -9,14 +9,26 @@
 
 #include "kver.h"
 
-/* Is @word a blank-separated word of @s? */
+/*
+ * Is @word a blank-separated word of @s? By hand, like parse_release()
+ * below: libc's strstr() sits on a text page of its own that a process
+ * has often not touched yet, and its first touch here is a page fault
+ * inside the caller's first flush (BENCHMARKS.md, p6).
+ */
 static bool has_word(const char *s, const char *word)
 {
-	size_t n = strlen(word);
+	for (const char *p = s; *p; p++) {
+		const char *w = word, *q = p;
 
-	for (const char *p = strstr(s, word); p; p = strstr(p + 1, word))
-		if ((p == s || p[-1] == ' ') && (p[n] == ' ' || !p[n]))
+		if (p != s && p[-1] != ' ')
+			continue;
+		while (*w && *q == *w) {
+			q++;
+			w++;
+		}
+		if (!*w && (!*q || *q == ' '))
 			return true;
+	}
 	return false;
 }
 
