@@ -22,8 +22,11 @@
  *                              mmap_lock acquisitions made inside madvise()
  *                              and process_madvise() (the release calls'
  *                              own; a per-VMA lock is not an acquisition)
- *   pm_lock_read, pm_lock_write
- *                              those made inside process_madvise() alone
+ *   alloc_lock_read, alloc_lock_write
+ *                              those made inside the allocator's calls, i.e.
+ *                              all but glibc's stack_madvise: in a routed
+ *                              run libmadvx's process_madvise() and its
+ *                              madvise() of a lone entry (src/issue.c)
  *   rel_us                     microseconds spent inside the release calls
  *                              (madvise() but stack_madvise, and
  *                              process_madvise()), summed over threads,
@@ -65,7 +68,7 @@ struct stack_map {
 
 struct counts {
 	uint64_t madvise, stack_madvise, process_madvise, procmap_query;
-	uint64_t rel_lock[2], pm_lock[2], lock[2];	/* [0] read, [1] write */
+	uint64_t rel_lock[2], alloc_lock[2], lock[2];	/* [0] read, [1] write */
 	uint64_t rel_us;
 	int32_t tid[TIDS];
 	uint8_t in_release[TIDS];	/* IN_MADVISE, IN_PMADV, IN_STACK_MADVISE or 0 */
@@ -200,8 +203,8 @@ static void count_line(void *arg, const char *text)
 		c->lock[w]++;
 		if (*in)
 			c->rel_lock[w]++;
-		if (*in == IN_PMADV)
-			c->pm_lock[w]++;
+		if (*in == IN_MADVISE || *in == IN_PMADV)
+			c->alloc_lock[w]++;
 	} else if (starts(ev, "sys_madvise(")) {
 		c->madvise++;
 		*in = IN_MADVISE;
@@ -330,13 +333,13 @@ int main(int argc, char **argv)
 		(unsigned long long)((t1 - t0) / 1000000), ru.ru_maxrss);
 	if (trace)
 		fprintf(out, " madvise=%llu stack_madvise=%llu process_madvise=%llu procmap_query=%llu"
-			" rel_lock_read=%llu rel_lock_write=%llu pm_lock_read=%llu pm_lock_write=%llu"
+			" rel_lock_read=%llu rel_lock_write=%llu alloc_lock_read=%llu alloc_lock_write=%llu"
 			" rel_us=%llu lock_read=%llu lock_write=%llu lost=%d",
 			(unsigned long long)c->madvise, (unsigned long long)c->stack_madvise,
 			(unsigned long long)c->process_madvise,
 			(unsigned long long)c->procmap_query,
 			(unsigned long long)c->rel_lock[0], (unsigned long long)c->rel_lock[1],
-			(unsigned long long)c->pm_lock[0], (unsigned long long)c->pm_lock[1],
+			(unsigned long long)c->alloc_lock[0], (unsigned long long)c->alloc_lock[1],
 			(unsigned long long)c->rel_us, (unsigned long long)c->lock[0], (unsigned long long)c->lock[1],
 			lost || c->tids_full || c->stacks_full);
 	fputc('\n', out);

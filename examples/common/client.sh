@@ -124,7 +124,7 @@ client_ratio()
 # untraced run out: those columns are "-"; for a loaded machine, where
 # only the counts mean something).  Any failed run ends the benchmark.
 
-CLIENT_BENCH_HEADER=case,build,rep,madvise,stack_madvise,process_madvise,procmap_query,total,rel_lock_read,rel_lock_write,pm_lock_read,pm_lock_write,rel_ms,wall_ms,maxrss_kb,score
+CLIENT_BENCH_HEADER=case,build,rep,madvise,stack_madvise,process_madvise,procmap_query,total,rel_lock_read,rel_lock_write,alloc_lock_read,alloc_lock_write,rel_ms,wall_ms,maxrss_kb,score
 
 # client_kv FILE NAME: the value of NAME=value in madvx-relcount's line.
 client_kv()
@@ -139,8 +139,10 @@ client_bench_traced()
 }
 
 # "madvise,stack_madvise,process_madvise,procmap_query,total,rel_lock_read,
-# rel_lock_write,pm_lock_read,pm_lock_write,rel_ms" of one run (pm_lock_*:
-# inside process_madvise(), i.e. libmadvx's calls alone; rel_ms: the time
+# rel_lock_write,alloc_lock_read,alloc_lock_write,rel_ms" of one run
+# (alloc_lock_*: inside the allocator's release calls, all but glibc's
+# thread-stack madvise(): routed, libmadvx's process_madvise() and its
+# madvise() of a lone entry; rel_ms: the time
 # the threads spent inside madvise() but glibc's stack ones, and
 # process_madvise(), summed, from the trace's timestamps).  stack_madvise:
 # the madvise() calls on MAP_STACK mappings, glibc's release of exited
@@ -162,8 +164,8 @@ client_bench_count()
 		q=$(client_kv "$out" procmap_query)
 		rr=$(client_kv "$out" rel_lock_read)
 		rw=$(client_kv "$out" rel_lock_write)
-		pr=$(client_kv "$out" pm_lock_read)
-		pw=$(client_kv "$out" pm_lock_write)
+		pr=$(client_kv "$out" alloc_lock_read)
+		pw=$(client_kv "$out" alloc_lock_write)
 		ms=$(client_kv "$out" rel_us)
 		ms=$(awk -v us="${ms:-0}" 'BEGIN { printf "%.1f", us / 1000 }')
 	else
@@ -243,7 +245,7 @@ client_bench_table()
 			scored = 1
 	}
 	END {
-		printf "| case | build | madvise | of it thread stacks | process_madvise | PROCMAP_QUERY | total | vs ref | release mmap_lock r/w | of it process_madvise r/w | ms in release calls | vs ref | wall ms | vs ref | max RSS MiB | vs ref |%s\n", \
+		printf "| case | build | madvise | of it thread stacks | process_madvise | PROCMAP_QUERY | total | vs ref | release mmap_lock r/w | of it in allocator calls r/w | ms in release calls | vs ref | wall ms | vs ref | max RSS MiB | vs ref |%s\n", \
 			scored ? " score | vs ref |" : ""
 		printf "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|%s\n", scored ? "---|---|" : ""
 		for (i = 1; i <= ncell; i++) {
@@ -257,7 +259,7 @@ client_bench_table()
 				med(c SUBSEP "process_madvise"), med(c SUBSEP "procmap_query"), \
 				med(c SUBSEP "total"), ratio(med(c SUBSEP "total"), med(r SUBSEP "total")), \
 				med(c SUBSEP "rel_lock_read"), med(c SUBSEP "rel_lock_write"), \
-				med(c SUBSEP "pm_lock_read"), med(c SUBSEP "pm_lock_write"), \
+				med(c SUBSEP "alloc_lock_read"), med(c SUBSEP "alloc_lock_write"), \
 				med(c SUBSEP "rel_ms"), ratio(med(c SUBSEP "rel_ms"), med(r SUBSEP "rel_ms")), \
 				med(c SUBSEP "wall_ms"), ratio(med(c SUBSEP "wall_ms"), med(r SUBSEP "wall_ms")), \
 				rss == "-" ? "-" : sprintf("%.1f", rss / 1024), ratio(rss, rrss))
@@ -269,11 +271,11 @@ client_bench_table()
 				med(c SUBSEP "stack_madvise"), \
 				med(c SUBSEP "process_madvise"), med(c SUBSEP "procmap_query"), med(c SUBSEP "total"), \
 				med(c SUBSEP "rel_lock_read"), med(c SUBSEP "rel_lock_write"), \
-				med(c SUBSEP "pm_lock_read"), med(c SUBSEP "pm_lock_write"), med(c SUBSEP "rel_ms"), \
+				med(c SUBSEP "alloc_lock_read"), med(c SUBSEP "alloc_lock_write"), med(c SUBSEP "rel_ms"), \
 				med(c SUBSEP "wall_ms"), rss, med(c SUBSEP "score"))
 		}
 		print ""
-		print "CSV (medians): case,build,madvise,stack_madvise,process_madvise,procmap_query,total,rel_lock_read,rel_lock_write,pm_lock_read,pm_lock_write,rel_ms,wall_ms,maxrss_kb,score"
+		print "CSV (medians): case,build,madvise,stack_madvise,process_madvise,procmap_query,total,rel_lock_read,rel_lock_write,alloc_lock_read,alloc_lock_write,rel_ms,wall_ms,maxrss_kb,score"
 		for (i = 1; i <= ncell; i++)
 			print rows[i]
 	}' "$1"
