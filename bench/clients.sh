@@ -44,7 +44,11 @@
 # LD_LIBRARY_PATH, which their RUNPATH yields to; before/after of a change
 # in one interleaved run) and MADVX_CLIENTS_BASE_BUILD (where those patched
 # clients are: another clients build directory, e.g. one whose patches
-# predate the change; default this one).  Needs the network (apt source packages,
+# predate the change; default this one), MADVX_CLIENTS_SPINNERS (N CPU-bound
+# processes running beside every run, default 0: mimalloc's mstress and
+# xmalloc-test purge only when their threads are preempted, so on an idle
+# machine they make a few release calls or none; spinners make the
+# preemption, alike for every build).  Needs the network (apt source packages,
 # and MIMALLOC_BENCH when it is a URL), about 15 minutes of builds the first
 # time and 30-40 minutes of runs at REPS 3 on 2 cores.
 set -euo pipefail
@@ -230,8 +234,23 @@ if [[ -n ${MADVX_CLIENTS_BASE_LIB:-} ]]; then
 fi
 ((${#CASES[@]})) || die "no case selected (MADVX_CLIENTS_ALLOCATORS, MADVX_CLIENTS_WORKLOADS)"
 
+SPINNERS=${MADVX_CLIENTS_SPINNERS:-0}
+[[ $SPINNERS =~ ^[0-9]+$ ]] || die "MADVX_CLIENTS_SPINNERS=$SPINNERS is not a count"
+SPIN_PIDS=()
+stop_spinners()
+{
+	((${#SPIN_PIDS[@]} == 0)) || kill "${SPIN_PIDS[@]}" 2>/dev/null || true
+}
+trap stop_spinners EXIT
+for ((i = 0; i < SPINNERS; i++)); do
+	bash -c 'while :; do :; done' &
+	SPIN_PIDS+=($!)
+done
+
 client_bench "$BUILD/clients.csv" "$REPS"
+stop_spinners
+SPIN_PIDS=()
 client_bench_table "$BUILD/clients.csv"
 echo "mimalloc-bench $(git -C "$MB" rev-parse --short HEAD 2>/dev/null || echo '?'); threads $PROCS;" \
 	"kernel $(uname -r); load average: $(cut -d' ' -f1-3 /proc/loadavg); $REPS runs per cell," \
-	"medians; every run: $BUILD/clients.csv"
+	"medians; spinners $SPINNERS; every run: $BUILD/clients.csv"
