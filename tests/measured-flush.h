@@ -37,4 +37,54 @@ static inline void test_measured_flush(struct locktrace *lt, struct madvx_batch 
 	ck_assert_int_eq(madvx_batch_stats(b, st), 0);
 }
 
+/*
+ * The calling thread's acquisitions inside system calls - the flush's own
+ * calls - and those of its user-mode page faults (locktrace.h: self_user;
+ * 0 where the kernel has no syscall tracepoints, so the first two are then
+ * every acquisition). A fault on a page of the test binary that writeback
+ * has locked is retried by the kernel under mmap_read_lock: it happens to
+ * a freshly linked binary at random, beside any code.
+ */
+static inline uint64_t test_call_reads(const struct locktrace_result *r)
+{
+	return r->self.acq_read - r->self_user.acq_read;
+}
+
+static inline uint64_t test_call_writes(const struct locktrace_result *r)
+{
+	return r->self.acq_write - r->self_user.acq_write;
+}
+
+static inline uint64_t test_fault_locks(const struct locktrace_result *r)
+{
+	return r->self_user.acq_read + r->self_user.acq_write;
+}
+
+#define TEST_FAULT_TRIES 3
+
+/*
+ * Run @once - a whole case: fresh fixture, measured flush, every check -
+ * until its window saw no mmap_lock taken by a user-mode page fault, at
+ * most TEST_FAULT_TRIES times. @once asserts on test_call_*() itself and
+ * returns test_fault_locks(). Faults that take mmap_lock in every try are
+ * the library's doing (e.g. touching a mapping without anon_vma) and fail.
+ */
+static inline void test_until_no_fault_locks(uint64_t (*once)(void *), void *arg,
+					     const char *name)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < TEST_FAULT_TRIES; i++) {
+		n = once(arg);
+		if (!n)
+			return;
+		printf("%s: %llu mmap_lock acquisitions by user-mode page faults in the "
+		       "window, none by its system calls: again on a fresh fixture\n",
+		       name, (unsigned long long)n);
+		fflush(stdout);
+	}
+	ck_abort_msg("%s: user-mode page faults took mmap_lock in all %d tries (%llu in the "
+		     "last)", name, TEST_FAULT_TRIES, (unsigned long long)n);
+}
+
 #endif /* MADVX_TEST_MEASURED_FLUSH_H */

@@ -67,8 +67,9 @@ static void check_contents(const uint8_t *p)
 	}
 }
 
-static void flush_and_count(int advice)
+static uint64_t flush_and_count_once(void *arg)
 {
+	int advice = *(const int *)arg;
 	struct madvx_batch_opts o = { .size = sizeof(o), .capacity = NHINTS };
 	struct madvx_stats st;
 	struct locktrace_result r;
@@ -97,8 +98,8 @@ static void flush_and_count(int advice)
 		 * vectors ran under its VMA's read lock.
 		 */
 		ck_assert_uint_gt(st.vector_entries, 0);
-		ck_assert_uint_eq(r.self.acq_read, 0);
-		ck_assert_uint_eq(r.self.acq_write, 0);
+		ck_assert_uint_eq(test_call_reads(&r), 0);
+		ck_assert_uint_eq(test_call_writes(&r), 0);
 	} else {
 		/* Fallback entries: mmap_lock, as the measurement said. */
 		ck_assert_uint_ge(r.self.acq_read + r.self.acq_write, 1);
@@ -109,6 +110,12 @@ static void flush_and_count(int advice)
 	check_contents(p);
 	madvx_batch_free(b);
 	munmap(p, NPAGES * pg);
+	return patched ? test_fault_locks(&r) : 0;
+}
+
+static void flush_and_count(int advice)
+{
+	test_until_no_fault_locks(flush_and_count_once, &advice, madvx_advice_name(advice));
 }
 
 /*
@@ -117,8 +124,9 @@ static void flush_and_count(int advice)
  * on every other page.
  */
 #define UFFD_PAGES 64
-static void uffd_flush_and_count(unsigned int region_flags)
+static uint64_t uffd_flush_and_count_once(void *arg)
 {
+	unsigned int region_flags = *(const unsigned int *)arg;
 	struct madvx_stats st;
 	bool remove_flag = region_flags & MADVX_REGION_UFFD_EVENT_REMOVE;
 	bool fast = uffd_patched && !remove_flag;
@@ -149,7 +157,7 @@ static void uffd_flush_and_count(unsigned int region_flags)
 	ck_assert_uint_eq(st.vector_entries, UFFD_PAGES / 2);
 	ck_assert_uint_eq(st.fallback_entries, fast ? 0 : UFFD_PAGES / 2);
 	if (fast)
-		ck_assert_uint_eq(r.self.acq_read + r.self.acq_write, 0);
+		ck_assert_uint_eq(test_call_reads(&r) + test_call_writes(&r), 0);
 	else if (!uffd_patched)
 		ck_assert_uint_ge(r.self.acq_read + r.self.acq_write, 1);
 	/* Released pages read back through the userfaultfd, so ask mincore. */
@@ -159,6 +167,12 @@ static void uffd_flush_and_count(unsigned int region_flags)
 	ck_assert_int_eq(madvx_region_unregister(p), 0);
 	madvx_uffd_free(u);
 	munmap(p, UFFD_PAGES * pg);
+	return fast ? test_fault_locks(&r) : 0;
+}
+
+static void uffd_flush_and_count(unsigned int region_flags)
+{
+	test_until_no_fault_locks(uffd_flush_and_count_once, &region_flags, "uffd region");
 }
 
 START_TEST(uffd_region_batch_flush)

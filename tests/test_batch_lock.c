@@ -89,7 +89,7 @@ static void check_zapped(const struct fixture *f)
 	}
 }
 
-START_TEST(batch_flush_takes_no_mmap_lock)
+static uint64_t flush_takes_no_mmap_lock_once(void *arg)
 {
 	struct madvx_batch_opts o = { .size = sizeof(o), .capacity = NHINTS };
 	struct locktrace_result r;
@@ -103,18 +103,26 @@ START_TEST(batch_flush_takes_no_mmap_lock)
 		ck_assert_int_eq(madvx_batch_add(b, f.hints[i].iov_base, f.hints[i].iov_len,
 						 MADV_DONTNEED), (int)i);
 	test_measured_flush(&lt, b, &r, &st);
-	printf("batch flush: %llu read + %llu write mmap_lock acquisitions, %llu syscalls, "
-	       "%llu entries, %llu split, %llu us\n",
+	printf("batch flush: %llu read + %llu write mmap_lock acquisitions (%llu by page "
+	       "faults), %llu syscalls, %llu entries, %llu split, %llu us\n",
 	       (unsigned long long)r.self.acq_read, (unsigned long long)r.self.acq_write,
+	       (unsigned long long)test_fault_locks(&r),
 	       (unsigned long long)st.syscalls, (unsigned long long)st.vector_entries,
 	       (unsigned long long)st.split, (unsigned long long)(r.call_ns / 1000));
-	ck_assert_uint_eq(r.self.acq_read, 0);
-	ck_assert_uint_eq(r.self.acq_write, 0);
+	ck_assert_uint_eq(test_call_reads(&r), 0);
+	ck_assert_uint_eq(test_call_writes(&r), 0);
 	/* The crossing hints really were split at the boundaries. */
 	ck_assert_uint_ge(st.split, NVMAS / 2 - 1);
 	check_zapped(&f);
 	madvx_batch_free(b);
 	teardown_fixture(&f);
+	(void)arg;
+	return test_fault_locks(&r);
+}
+
+START_TEST(batch_flush_takes_no_mmap_lock)
+{
+	test_until_no_fault_locks(flush_takes_no_mmap_lock_once, NULL, "batch flush");
 }
 END_TEST
 
@@ -125,7 +133,7 @@ END_TEST
  * one VMA. Touching vouched hints are not merged (plan.c), so no entry
  * crosses: no mmap_lock, no look-up, one entry per page, every page zapped.
  */
-START_TEST(batch_flush_pages_vouched)
+static uint64_t flush_pages_vouched_once(void *arg)
 {
 	struct madvx_batch_opts o = { .size = sizeof(o), .capacity = 2 * NHINTS };
 	struct locktrace_result r;
@@ -142,13 +150,14 @@ START_TEST(batch_flush_pages_vouched)
 							       pg, MADV_DONTNEED,
 							       MADVX_HINT_ONE_VMA), 0);
 	test_measured_flush(&lt, b, &r, &st);
-	printf("pages vouched: %llu read + %llu write mmap_lock acquisitions, %llu look-ups, "
-	       "%llu syscalls, %llu entries for %zu pages\n",
+	printf("pages vouched: %llu read + %llu write mmap_lock acquisitions (%llu by page "
+	       "faults), %llu look-ups, %llu syscalls, %llu entries for %zu pages\n",
 	       (unsigned long long)r.self.acq_read, (unsigned long long)r.self.acq_write,
+	       (unsigned long long)test_fault_locks(&r),
 	       (unsigned long long)st.vma_queries, (unsigned long long)st.syscalls,
 	       (unsigned long long)st.vector_entries, pages);
-	ck_assert_uint_eq(r.self.acq_read, 0);
-	ck_assert_uint_eq(r.self.acq_write, 0);
+	ck_assert_uint_eq(test_call_reads(&r), 0);
+	ck_assert_uint_eq(test_call_writes(&r), 0);
 	ck_assert_uint_eq(st.vma_queries, 0);
 	/* A page hinted twice (a crossing range ends where the next hint is) is one entry. */
 	for (size_t i = 0; i < NPAGES; i++)
@@ -158,6 +167,13 @@ START_TEST(batch_flush_pages_vouched)
 	check_zapped(&f);
 	madvx_batch_free(b);
 	teardown_fixture(&f);
+	(void)arg;
+	return test_fault_locks(&r);
+}
+
+START_TEST(batch_flush_pages_vouched)
+{
+	test_until_no_fault_locks(flush_pages_vouched_once, NULL, "pages vouched");
 }
 END_TEST
 
@@ -168,53 +184,60 @@ END_TEST
  * mmap_read_lock (what madvise() of them does), in calls that hold only
  * vouched entries, and every page is zapped all the same.
  */
-START_TEST(batch_flush_vouched_hints)
+static uint64_t flush_vouched_hints_once(void *arg)
 {
 	struct madvx_batch_opts o = { .size = sizeof(o), .capacity = NHINTS };
+	int all = *(const int *)arg;
 	struct locktrace_result r;
 	struct madvx_stats st;
 	struct madvx_batch *b;
 	static struct fixture f;
+	uint64_t ncross = 0;
 
-	for (int all = 0; all < 2; all++) {
-		uint64_t ncross = 0;
+	setup_fixture(&f);
+	ck_assert_int_eq(madvx_batch_create(&o, &b), 0);
+	for (size_t i = 0; i < NHINTS; i++) {
+		bool cross = f.hints[i].iov_len > test_page();
 
-		setup_fixture(&f);
-		ck_assert_int_eq(madvx_batch_create(&o, &b), 0);
-		for (size_t i = 0; i < NHINTS; i++) {
-			bool cross = f.hints[i].iov_len > test_page();
-
-			ncross += cross;
-			ck_assert_int_eq(madvx_batch_add_flags(b, f.hints[i].iov_base,
-							       f.hints[i].iov_len, MADV_DONTNEED,
-							       all || !cross ? MADVX_HINT_ONE_VMA : 0),
-					 (int)i);
-		}
-		test_measured_flush(&lt, b, &r, &st);
-		fflush(stdout);
-		printf("vouched %s: %llu read + %llu write mmap_lock acquisitions, %llu look-ups, "
-		       "%llu skipped, %llu syscalls, %llu entries\n",
-		       all ? "all (crossing ones wrongly)" : "single-VMA hints",
-		       (unsigned long long)r.self.acq_read, (unsigned long long)r.self.acq_write,
-		       (unsigned long long)st.vma_queries, (unsigned long long)st.vma_skipped,
-		       (unsigned long long)st.syscalls, (unsigned long long)st.vector_entries);
-		fflush(stdout);
-		ck_assert_uint_eq(r.self.acq_write, 0);
-		if (all) {
-			ck_assert_uint_ge(r.self.acq_read, 1);
-			ck_assert_uint_eq(st.vma_queries, 0);
-			/* A crossing hint overlaps the next one (page 32): one entry. */
-			ck_assert_uint_eq(st.vma_skipped, NHINTS - ncross);
-		} else {
-			ck_assert_uint_eq(r.self.acq_read, 0);
-			ck_assert_uint_eq(st.vma_skipped, NHINTS - ncross);
-			/* One look-up per VMA a crossing hint touches: 2 each at most. */
-			ck_assert_uint_le(st.vma_queries, 2 * ncross);
-		}
-		check_zapped(&f);
-		madvx_batch_free(b);
-		teardown_fixture(&f);
+		ncross += cross;
+		ck_assert_int_eq(madvx_batch_add_flags(b, f.hints[i].iov_base,
+						       f.hints[i].iov_len, MADV_DONTNEED,
+						       all || !cross ? MADVX_HINT_ONE_VMA : 0),
+				 (int)i);
 	}
+	test_measured_flush(&lt, b, &r, &st);
+	fflush(stdout);
+	printf("vouched %s: %llu read + %llu write mmap_lock acquisitions (%llu by page "
+	       "faults), %llu look-ups, %llu skipped, %llu syscalls, %llu entries\n",
+	       all ? "all (crossing ones wrongly)" : "single-VMA hints",
+	       (unsigned long long)r.self.acq_read, (unsigned long long)r.self.acq_write,
+	       (unsigned long long)test_fault_locks(&r),
+	       (unsigned long long)st.vma_queries, (unsigned long long)st.vma_skipped,
+	       (unsigned long long)st.syscalls, (unsigned long long)st.vector_entries);
+	fflush(stdout);
+	ck_assert_uint_eq(test_call_writes(&r), 0);
+	if (all) {
+		ck_assert_uint_ge(test_call_reads(&r), 1);
+		ck_assert_uint_eq(st.vma_queries, 0);
+		/* A crossing hint overlaps the next one (page 32): one entry. */
+		ck_assert_uint_eq(st.vma_skipped, NHINTS - ncross);
+	} else {
+		ck_assert_uint_eq(test_call_reads(&r), 0);
+		ck_assert_uint_eq(st.vma_skipped, NHINTS - ncross);
+		/* One look-up per VMA a crossing hint touches: 2 each at most. */
+		ck_assert_uint_le(st.vma_queries, 2 * ncross);
+	}
+	check_zapped(&f);
+	madvx_batch_free(b);
+	teardown_fixture(&f);
+	/* With the crossing ones vouched for, mmap_lock is expected anyway. */
+	return all ? 0 : test_fault_locks(&r);
+}
+
+START_TEST(batch_flush_vouched_hints)
+{
+	for (int all = 0; all < 2; all++)
+		test_until_no_fault_locks(flush_vouched_hints_once, &all, "vouched hints");
 }
 END_TEST
 
@@ -272,7 +295,7 @@ START_TEST(raw_vector_with_crossing_entry_takes_mmap_lock)
 END_TEST
 
 /* Control: without the crossing entries the raw vector stays off mmap_lock too. */
-START_TEST(raw_vector_single_vma_entries_take_no_mmap_lock)
+static uint64_t raw_single_vma_once(void *arg)
 {
 	static struct fixture f;
 	static struct iovec iov[NHINTS];
@@ -285,8 +308,15 @@ START_TEST(raw_vector_single_vma_entries_take_no_mmap_lock)
 		iov[i].iov_len = test_page();
 	ck_assert_int_eq(locktrace_measure(&lt, raw_cb, &c, &r), 0);
 	ck_assert_int_eq(c.ret, (long)(NHINTS * test_page()));
-	ck_assert_uint_eq(r.self.acq_read + r.self.acq_write, 0);
+	ck_assert_uint_eq(test_call_reads(&r) + test_call_writes(&r), 0);
 	teardown_fixture(&f);
+	(void)arg;
+	return test_fault_locks(&r);
+}
+
+START_TEST(raw_vector_single_vma_entries_take_no_mmap_lock)
+{
+	test_until_no_fault_locks(raw_single_vma_once, NULL, "raw vector, single-VMA entries");
 }
 END_TEST
 
@@ -307,8 +337,8 @@ START_TEST(locktrace_sees_a_read_lock)
 	struct locktrace_result r;
 
 	ck_assert_int_eq(locktrace_measure(&lt, willneed_cb, p, &r), 0);
-	ck_assert_uint_eq(r.self.acq_read, 1);
-	ck_assert_uint_eq(r.self.acq_write, 0);
+	ck_assert_uint_eq(test_call_reads(&r), 1);
+	ck_assert_uint_eq(test_call_writes(&r), 0);
 	ck_assert_uint_gt(r.self.held_ns, 0);
 	munmap(p, 16 * test_page());
 }
@@ -334,11 +364,11 @@ START_TEST(dontneed_lock_prediction_matches_kernel)
 	ck_assert_int_eq(locktrace_measure(&lt, dontneed_cb, p, &r), 0);
 	printf("MADV_DONTNEED of one VMA: %llu read acquisitions, predicted %s\n",
 	       (unsigned long long)r.self.acq_read, madvx_lock_name(want));
-	ck_assert_uint_eq(r.self.acq_write, 0);
+	ck_assert_uint_eq(test_call_writes(&r), 0);
 	if (want == MADVX_LOCK_PER_VMA)
-		ck_assert_uint_eq(r.self.acq_read, 0);
+		ck_assert_uint_eq(test_call_reads(&r), 0);
 	else
-		ck_assert_uint_eq(r.self.acq_read, 1);
+		ck_assert_uint_eq(test_call_reads(&r), 1);
 	munmap(p, 16 * test_page());
 }
 END_TEST
@@ -388,6 +418,45 @@ START_TEST(locktrace_sees_other_threads)
 }
 END_TEST
 
+/*
+ * The caller's user-mode page faults are told apart from its system calls:
+ * the first write to a fresh mapping (no anon_vma yet) takes mmap_lock in
+ * the fault - a trylock under a per-VMA lock, mmap_read_lock without one -
+ * and MADV_WILLNEED takes it in the call.
+ */
+struct fault_and_call {
+	uint8_t *fresh;
+	uint8_t *filled;
+};
+
+static void fault_and_call_cb(void *arg)
+{
+	struct fault_and_call *fc = arg;
+
+	*(volatile uint8_t *)fc->fresh = 1;
+	madvise(fc->filled, 16 * test_page(), MADV_WILLNEED);
+}
+
+START_TEST(locktrace_tells_page_faults_apart)
+{
+	struct fault_and_call fc = { .filled = test_map_filled(16, 3) };
+	struct locktrace_result r;
+
+	fc.fresh = mmap(NULL, test_page(), PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(fc.fresh, MAP_FAILED);
+	ck_assert_int_eq(locktrace_measure(&lt, fault_and_call_cb, &fc, &r), 0);
+	printf("fault + WILLNEED: %llu read acquisitions, %llu of them by page faults\n",
+	       (unsigned long long)r.self.acq_read, (unsigned long long)r.self_user.acq_read);
+	ck_assert(r.syscalls_traced);
+	ck_assert_uint_eq(test_call_reads(&r), 1);
+	ck_assert_uint_ge(r.self_user.acq_read, 1);
+	ck_assert_uint_eq(r.self.acq_write, 0);
+	munmap(fc.fresh, test_page());
+	munmap(fc.filled, 16 * test_page());
+}
+END_TEST
+
 static void warm_up(void)
 {
 	struct madvx_batch *b;
@@ -424,6 +493,11 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, locktrace_sees_a_read_lock);
 	tcase_add_test(tc, locktrace_sees_other_threads);
+	if (lt.syscalls)
+		tcase_add_test(tc, locktrace_tells_page_faults_apart);
+	else
+		printf("NOTE: kernel without syscall tracepoints (CONFIG_FTRACE_SYSCALLS): "
+		       "page faults' mmap_lock counts as the calls'\n");
 	tcase_add_test(tc, dontneed_lock_prediction_matches_kernel);
 	/* The batch checks need the per-VMA path and lock-free VMA lookups. */
 	if (!pervma)

@@ -272,6 +272,14 @@ int locktrace_open(struct locktrace *lt)
 		set_why(lt, "%s", "configuring the trace instance", -ret);
 		goto fail;
 	}
+	/*
+	 * Optional: without syscall tracepoints every acquisition counts as
+	 * a system call's (self_user stays 0). Filtered to the measuring
+	 * thread in measure() before tracing starts.
+	 */
+	lt->syscalls = !write_at(lt->inst_fd, "events/raw_syscalls/filter", "common_pid == 0",
+				 O_TRUNC) &&
+		       !write_at(lt->inst_fd, "events/raw_syscalls/enable", "1", 0);
 	lt->pipe_fd = openat(lt->inst_fd, "trace_pipe", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (lt->pipe_fd < 0) {
 		ret = -errno;
@@ -291,6 +299,8 @@ void locktrace_close(struct locktrace *lt)
 	if (lt->inst_fd >= 0) {
 		write_at(lt->inst_fd, "tracing_on", "0", 0);
 		write_at(lt->inst_fd, "events/mmap_lock/enable", "0", 0);
+		if (lt->syscalls)
+			write_at(lt->inst_fd, "events/raw_syscalls/enable", "0", 0);
 		close(lt->inst_fd);
 	}
 	if (lt->root_fd >= 0 && lt->inst[0]) {
@@ -307,6 +317,8 @@ void locktrace_close(struct locktrace *lt)
 	lt->root_fd = lt->inst_fd = lt->pipe_fd = -1;
 	lt->pids[0] = 0;
 	lt->inst[0] = 0;
+	lt->sys_tid = 0;
+	lt->syscalls = false;
 }
 
 /* ---- measuring ---- */
@@ -317,6 +329,7 @@ struct thr {
 	uint64_t acq_us;	/* when the outermost hold began */
 	uint64_t start_us;	/* start_locking seen, waiting since */
 	bool waiting;
+	bool in_user;		/* its last syscall event was an exit */
 };
 
 struct parse {
@@ -440,18 +453,45 @@ long locktrace_line_tid(const char *line, const char **event)
  * Every event updates the thread's state (holding, waiting); counts and
  * times are credited only inside the window [t0, t1].
  */
+/*
+ * raw_syscalls (the measuring thread's only): between an exit and the next
+ * entry the thread runs in user mode, so an acquisition there is a page
+ * fault's. Until its first event the thread counts as inside a system call
+ * (it is: the write that turned tracing on).
+ */
+static void parse_syscall_line(struct parse *p, const char *line)
+{
+	const char *ev;
+	struct thr *t;
+	long tid = locktrace_line_tid(line, &ev);
+
+	if (tid != p->self || !ev)
+		return;
+	t = thr_get(p, (pid_t)tid);
+	if (!t)
+		return;
+	if (!strncmp(ev, "sys_enter:", 10))
+		t->in_user = false;
+	else if (!strncmp(ev, "sys_exit:", 9))
+		t->in_user = true;
+}
+
 static void parse_line(struct parse *p, const char *line)
 {
 	const char *ev = strstr(line, ": mmap_lock_"), *q, *br;
 	unsigned long long sec, usec;
-	struct locktrace_counts *c;
+	struct locktrace_counts *c, *u;
 	struct thr *t;
 	bool in;
 	uint64_t ts;
 	long tid;
 
-	if (!ev || line[0] == '#')
+	if (line[0] == '#')
 		return;
+	if (!ev) {
+		parse_syscall_line(p, line);
+		return;
+	}
 	/* timestamp: the token before ev */
 	q = ev;
 	while (q > line && q[-1] != ' ')
@@ -469,6 +509,7 @@ static void parse_line(struct parse *p, const char *line)
 	if (!t)
 		return;
 	c = tid == p->self ? &p->out->self : &p->out->others;
+	u = tid == p->self && t->in_user ? &p->out->self_user : NULL;
 	in = ts >= p->t0 && ts <= p->t1;
 	if (in)
 		p->out->events++;
@@ -483,10 +524,15 @@ static void parse_line(struct parse *p, const char *line)
 		t->waiting = false;
 		if (strstr(ev, "success=false"))
 			return;
-		if (in && strstr(ev, "write=true"))
+		if (in && strstr(ev, "write=true")) {
 			c->acq_write++;
-		else if (in)
+			if (u)
+				u->acq_write++;
+		} else if (in) {
 			c->acq_read++;
+			if (u)
+				u->acq_read++;
+		}
 		if (t->depth++ == 0)
 			t->acq_us = ts;
 	} else if (!strncmp(ev, "mmap_lock_released:", 19)) {
@@ -517,6 +563,16 @@ static int measure(struct locktrace *lt, void (*fn)(void *), void *arg,
 			return ret;
 		snprintf(lt->pids, sizeof(lt->pids), "%s", tids);
 	}
+	if (lt->syscalls && lt->sys_tid != p->self) {
+		char filter[32];
+
+		snprintf(filter, sizeof(filter), "common_pid == %d", (int)p->self);
+		ret = write_at(lt->inst_fd, "events/raw_syscalls/filter", filter, O_TRUNC);
+		if (ret)
+			return ret;
+		lt->sys_tid = p->self;
+	}
+	out->syscalls_traced = lt->syscalls;
 	if ((ret = read_pipe(lt, false, &len)) ||
 	    (ret = write_at(lt->inst_fd, "tracing_on", "1", 0)))
 		return ret;
@@ -724,6 +780,9 @@ int locktrace_run(struct locktrace *lt, const char *const *events, char *const a
 	memset(ru, 0, sizeof(*ru));
 	if (lt->inst_fd < 0)
 		return -EBADF;
+	/* A whole process tree's system calls would flood the buffer. */
+	if (lt->syscalls)
+		write_at(lt->inst_fd, "events/raw_syscalls/enable", "0", 0);
 	for (n = 0; events && events[n]; n++) {
 		ret = event_set(lt->inst_fd, events[n], true);
 		if (ret) {
@@ -754,6 +813,8 @@ out:
 	for (; n >= 0; n--)	/* a failed one too: its filter may be set */
 		if (events && events[n])
 			event_set(lt->inst_fd, events[n], false);
+	if (lt->syscalls)
+		write_at(lt->inst_fd, "events/raw_syscalls/enable", "1", 0);
 	free(f.buf);
 	return ret;
 }

@@ -17,7 +17,10 @@
  * trace buffer - do not disturb each other.
  *
  * Needs CAP_SYS_ADMIN (root) and a kernel with the mmap_lock tracepoints
- * (CONFIG_TRACING, 5.10+). Timestamps come from the trace clock "mono"
+ * (CONFIG_TRACING, 5.10+). Where the kernel also has the raw_syscalls
+ * tracepoints (CONFIG_FTRACE_SYSCALLS), the measuring thread's system call
+ * entries and exits are traced too, so its acquisitions can be split into
+ * those inside a system call and those of its user-mode page faults. Timestamps come from the trace clock "mono"
  * (CLOCK_MONOTONIC) printed with 1 us resolution, so held/wait times are
  * good to about 1 us per acquisition.
  *
@@ -39,6 +42,8 @@ struct locktrace {
 	int inst_fd;		/* our instance directory */
 	int pipe_fd;		/* its trace_pipe, non-blocking */
 	char pids[4096];	/* set_event_pid as last written */
+	pid_t sys_tid;		/* raw_syscalls filtered to this thread (0: none yet) */
+	bool syscalls;		/* raw_syscalls enabled: acquisitions are told apart */
 	char inst[64];		/* its name under instances/ */
 	char why[192];		/* why locktrace_open() failed */
 	char *buf;		/* trace text of the last measurement */
@@ -57,6 +62,14 @@ struct locktrace_counts {
 
 struct locktrace_result {
 	struct locktrace_counts self;	/* the thread that called locktrace_measure() */
+	struct locktrace_counts self_user;	/* of those, the ones taken outside any
+						 * system call: page faults in user mode,
+						 * which the kernel retries under mmap_lock
+						 * for reasons of its own (a file folio
+						 * locked by writeback, readahead, a VMA
+						 * without anon_vma) */
+	bool syscalls_traced;		/* self_user is known (raw_syscalls tracepoints);
+					 * without them it stays zero */
 	struct locktrace_counts others;	/* other threads of the process (existing at start) */
 	uint64_t call_ns;		/* wall time of the callback */
 	uint64_t events;		/* trace events seen in the window */
