@@ -38,6 +38,25 @@ static inline void test_measured_flush(struct locktrace *lt, struct madvx_batch 
 }
 
 /*
+ * One flush of @advice outside any measurement, so that the measured ones do
+ * not open the /proc/self/maps fd or the pidfd.
+ */
+static inline void test_warm_up(int advice)
+{
+	struct madvx_batch *b;
+	uint8_t *p = mmap(NULL, 2 * test_page(), PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+
+	if (p != MAP_FAILED && madvx_batch_create(NULL, &b) == 0) {
+		madvx_batch_add(b, p, 2 * test_page(), advice);
+		madvx_batch_flush(b);
+		madvx_batch_free(b);
+	}
+	if (p != MAP_FAILED)
+		munmap(p, 2 * test_page());
+}
+
+/*
  * The calling thread's acquisitions inside system calls - the flush's own
  * calls - and those of its user-mode page faults (locktrace.h: self_user;
  * 0 where the kernel has no syscall tracepoints, so the first two are then

@@ -217,21 +217,6 @@ START_TEST(pageout_batch_flush)
 }
 END_TEST
 
-static void warm_up(void)
-{
-	struct madvx_batch *b;
-	uint8_t *p = mmap(NULL, 2 * test_page(), PROT_READ | PROT_WRITE,
-			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-
-	/* Open the /proc/self/maps fd and the pidfd once, outside any measurement. */
-	if (p != MAP_FAILED && madvx_batch_create(NULL, &b) == 0) {
-		madvx_batch_add(b, p, 2 * test_page(), MADV_COLD);
-		madvx_batch_flush(b);
-		madvx_batch_free(b);
-	}
-	if (p != MAP_FAILED)
-		munmap(p, 2 * test_page());
-}
 
 int main(void)
 {
@@ -272,7 +257,7 @@ int main(void)
 	printf("per_vma_cold_pageout: %s; MADV_COLD plans as %s, MADV_PAGEOUT as %s\n",
 	       patched ? "yes" : "no", madvx_lock_name(madvx_advice_lock(MADV_COLD)),
 	       madvx_lock_name(madvx_advice_lock(MADV_PAGEOUT)));
-	warm_up();
+	test_warm_up(MADV_COLD);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, advice_lock_follows_measurement);
 	tcase_add_test(tc, cold_batch_flush);

@@ -457,21 +457,6 @@ START_TEST(locktrace_tells_page_faults_apart)
 }
 END_TEST
 
-static void warm_up(void)
-{
-	struct madvx_batch *b;
-	uint8_t *p = mmap(NULL, 2 * test_page(), PROT_READ | PROT_WRITE,
-			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-
-	/* Open the /proc/self/maps fd and the pidfd once, outside any measurement. */
-	if (p != MAP_FAILED && madvx_batch_create(NULL, &b) == 0) {
-		madvx_batch_add(b, p, 2 * test_page(), MADV_DONTNEED);
-		madvx_batch_flush(b);
-		madvx_batch_free(b);
-	}
-	if (p != MAP_FAILED)
-		munmap(p, 2 * test_page());
-}
 
 int main(void)
 {
@@ -489,7 +474,7 @@ int main(void)
 		snprintf(why, sizeof(why), "locktrace unavailable: %s", lt.why);
 		test_skip(why);
 	}
-	warm_up();
+	test_warm_up(MADV_DONTNEED);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, locktrace_sees_a_read_lock);
 	tcase_add_test(tc, locktrace_sees_other_threads);
