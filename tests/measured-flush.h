@@ -59,7 +59,7 @@ static inline void test_warm_up(int advice)
 /*
  * The calling thread's acquisitions inside system calls - the flush's own
  * calls - and those of its user-mode page faults (locktrace.h: self_user;
- * 0 where the kernel has no syscall tracepoints, so the first two are then
+ * 0 where the kernel has no raw_syscalls tracepoints, so the first two are then
  * every acquisition). A fault on a page of the test binary that writeback
  * has locked is retried by the kernel under mmap_read_lock: it happens to
  * a freshly linked binary at random, beside any code.

@@ -481,7 +481,7 @@ int main(void)
 	if (lt.syscalls)
 		tcase_add_test(tc, locktrace_tells_page_faults_apart);
 	else
-		printf("NOTE: kernel without syscall tracepoints (CONFIG_FTRACE_SYSCALLS): "
+		printf("NOTE: kernel without raw_syscalls tracepoints: "
 		       "page faults' mmap_lock counts as the calls'\n");
 	tcase_add_test(tc, dontneed_lock_prediction_matches_kernel);
 	/* The batch checks need the per-VMA path and lock-free VMA lookups. */

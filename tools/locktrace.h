@@ -18,11 +18,13 @@
  *
  * Needs CAP_SYS_ADMIN (root) and a kernel with the mmap_lock tracepoints
  * (CONFIG_TRACING, 5.10+). Where the kernel also has the raw_syscalls
- * tracepoints (CONFIG_FTRACE_SYSCALLS), the measuring thread's system call
+ * tracepoints (CONFIG_HAVE_SYSCALL_TRACEPOINTS: x86, arm64, riscv and
+ * most others, with CONFIG_TRACING), the measuring thread's system call
  * entries and exits are traced too, so its acquisitions can be split into
- * those inside a system call and those of its user-mode page faults. Timestamps come from the trace clock "mono"
- * (CLOCK_MONOTONIC) printed with 1 us resolution, so held/wait times are
- * good to about 1 us per acquisition.
+ * those inside a system call and those of its user-mode page faults.
+ * Timestamps come from the trace clock "mono" (CLOCK_MONOTONIC) printed
+ * with 1 us resolution, so held/wait times are good to about 1 us per
+ * acquisition.
  *
  * Thread-safety: one struct locktrace per measuring thread.
  * Fork: the helper is a fork() of the caller, which write-protects the
