@@ -449,11 +449,6 @@ long locktrace_line_tid(const char *line, const char **event)
 }
 
 /*
- * One event line: "<comm>-<tid> [cpu] <flags> <sec>.<usec>: <event>: <fields>".
- * Every event updates the thread's state (holding, waiting); counts and
- * times are credited only inside the window [t0, t1].
- */
-/*
  * raw_syscalls (the measuring thread's only): between an exit and the next
  * entry the thread runs in user mode, so an acquisition there is a page
  * fault's. Until its first event the thread counts as inside a system call
@@ -476,6 +471,11 @@ static void parse_syscall_line(struct parse *p, const char *line)
 		t->in_user = true;
 }
 
+/*
+ * One event line: "<comm>-<tid> [cpu] <flags> <sec>.<usec>: <event>: <fields>".
+ * Every event updates the thread's state (holding, waiting); counts and
+ * times are credited only inside the window [t0, t1].
+ */
 static void parse_line(struct parse *p, const char *line)
 {
 	const char *ev = strstr(line, ": mmap_lock_"), *q, *br;
