@@ -429,6 +429,23 @@ struct fault_and_call {
 	uint8_t *filled;
 };
 
+/*
+ * A writable page in a VMA of its own, without anon_vma: a plain mmap() may
+ * be placed next to an anonymous VMA that has one and merge with it (then
+ * the fault needs no mmap_lock; the test kernels' base run met that layout).
+ * PROT_NONE neighbours have other vm_flags, so the middle page cannot merge.
+ */
+static uint8_t *map_unmergeable_page(void)
+{
+	uint8_t *p = mmap(NULL, 3 * test_page(), PROT_NONE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	ck_assert_ptr_ne(p, MAP_FAILED);
+	ck_assert_int_eq(mprotect(p + test_page(), test_page(),
+				  PROT_READ | PROT_WRITE), 0);
+	return p + test_page();
+}
+
 static void fault_and_call_cb(void *arg)
 {
 	struct fault_and_call *fc = arg;
@@ -442,9 +459,7 @@ START_TEST(locktrace_tells_page_faults_apart)
 	struct fault_and_call fc = { .filled = test_map_filled(16, 3) };
 	struct locktrace_result r;
 
-	fc.fresh = mmap(NULL, test_page(), PROT_READ | PROT_WRITE,
-			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ck_assert_ptr_ne(fc.fresh, MAP_FAILED);
+	fc.fresh = map_unmergeable_page();
 	ck_assert_int_eq(locktrace_measure(&lt, fault_and_call_cb, &fc, &r), 0);
 	printf("fault + WILLNEED: %llu read acquisitions, %llu of them by page faults\n",
 	       (unsigned long long)r.self.acq_read, (unsigned long long)r.self_user.acq_read);
@@ -452,7 +467,7 @@ START_TEST(locktrace_tells_page_faults_apart)
 	ck_assert_uint_eq(test_call_reads(&r), 1);
 	ck_assert_uint_ge(r.self_user.acq_read, 1);
 	ck_assert_uint_eq(r.self.acq_write, 0);
-	munmap(fc.fresh, test_page());
+	munmap(fc.fresh - test_page(), 3 * test_page());
 	munmap(fc.filled, 16 * test_page());
 }
 END_TEST
