@@ -69,6 +69,8 @@ def do_import(pdir, tree):
         print('imported', f)
 
 def do_export(tree, base, out):
+    # git -C would take a relative OUTDIR as relative to TREE.
+    out = os.path.abspath(out)
     files = subprocess.run(['git', '-C', tree, 'format-patch', '-o', out, '--subject-prefix=PATCH v3',
                             base + '..HEAD'], check=True, capture_output=True,
                            text=True).stdout.split()
