@@ -374,8 +374,16 @@ static int run_one(const struct opts *o, int v, unsigned rep, bool trace, struct
 	}
 	out->ops_s /= (double)(c.t1 - c.t0) / 1e9;
 	out->rss_freed = example_rss_bytes();
-	if (o->dirty_ms || o->muzzy_ms)
-		arena_wait_decay(r.arena, o);
+	/*
+	 * Even with both decay times 0 a free can stay dirty: a thread whose
+	 * free finds another thread purging (decay->purging, pac.c's
+	 * pac_decay_to_limit() drops decay->mtx while it purges) leaves its
+	 * extent to the next decay, which the next allocation tick or a
+	 * background thread would run. The last frees of a run have no next
+	 * tick: run it (both variants alike). A stock rep kept one 8.9 MiB
+	 * huge extent this way once in CI.
+	 */
+	arena_wait_decay(r.arena, o);
 	if (v)
 		mxje_flush();
 	out->rss_flushed = example_rss_bytes();
