@@ -194,7 +194,7 @@ client_bench_time()
 
 client_bench()
 {
-	local csv=$1 reps=$2 c b r cname cenv bname benv counts times
+	local csv=$1 reps=$2 c b r cname cenv bname benv counts times order
 	[[ -x ${RELCOUNT:-} ]] || die "no madvx-relcount at '${RELCOUNT:-}' (build bench/ of libmadvx, or set MADVX_RELCOUNT)"
 	client_bench_traced ||
 		client_need_tools "the counts need it without root or with MADVX_BENCH_STRACE=1" strace
@@ -203,7 +203,11 @@ client_bench()
 		IFS='|' read -r cname cenv <<<"$c"
 		[[ $cname != *,* ]] || die "case name '$cname' has a comma (a CSV field)"
 		for ((r = 1; r <= reps; r++)); do
-			for b in "${BUILDS[@]}"; do
+			# Every other repetition in reverse order: no build always
+			# runs first (larson's score drifts within a pair).
+			order=("${BUILDS[@]}")
+			((r % 2)) || mapfile -t order < <(printf '%s\n' "${BUILDS[@]}" | tac)
+			for b in "${order[@]}"; do
 				IFS='|' read -r bname benv <<<"$b"
 				client_bench_cmd "$cname" "$bname"
 				counts=$(client_bench_count "$cenv $benv") || exit 1
