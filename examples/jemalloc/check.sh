@@ -21,15 +21,15 @@
 # patched (with it, linked against the libmadvx of BUILDROOT, checked to
 # import madvx_ symbols).  Then runs jemalloc's own tests (test/unit,
 # test/integration: what `make check` runs) of both, one by one through
-# jemalloc's test/test.sh, in every configuration of CONFIGS below, and
+# jemalloc's test/test.sh, in every configuration of configs.sh, and
 # compares stock and patched test by test.  Exit 0 when no test fails in
 # the patched build that passes (or skips) in the stock one, 1 otherwise,
 # 77 (with the reason) when the source cannot be had.  The work tree
 # (default BUILDROOT/jemalloc or BUILDROOT/jemalloc-upstream) keeps both
 # builds for bench.sh.
 #
-# MADVX_JEMALLOC_TESTS chooses the tests: unset, all but NOT_PURGING
-# below; "all", every test `make check` builds; else a comma list of names
+# MADVX_JEMALLOC_TESTS chooses the tests: unset, all but JEMALLOC_NOT_PURGING
+# in configs.sh; "all", every test `make check` builds; else a comma list of names
 # (unit/decay,integration/mallocx,je-purge,...).  MADVX_JEMALLOC_CONFIGS
 # chooses configurations (comma list of their names; unset: all).
 set -euo pipefail
@@ -62,55 +62,12 @@ PURGE="2 5000 128"	# je-purge THREADS OPS SLOTS (bench.sh runs longer ones)
 CLIENT=jemalloc
 [[ $FLAVOUR == debian ]] || CLIENT=jemalloc-upstream
 
-# name|builds|environment of one run of the tests.  jemalloc 5.3 purges
-# dirty extents along a 10 s decay curve (dirty_decay_ms) with
-# MADV_DONTNEED, in passes at decay epoch advances (every 50 ms); its
-# muzzy_decay_ms is 0 (no MADV_FREE step).  decay0 is the setting `make
-# check` itself runs the integration tests in (check_integration_decay):
-# every freed extent is purged at once, mostly in passes of one extent.
-# decay1s (test/unit/decay's own setting): dirty extents go muzzy with
-# MADV_FREE after about a second, muzzy ones are purged with
-# MADV_DONTNEED a second later, in long passes: both hand-backs of the
-# patch.  no-vector: decay0 with every hint a madvise() and no
-# PROCMAP_QUERY (bounds from /proc/self/maps).
-#
-# The last field says how the unit tests run: "as-is" with the whole
-# environment, "no-conf" without its MALLOC_CONF (as in `make check`, a
-# configuration's MALLOC_CONF is for the integration tests and je-purge:
-# the unit tests set their own in test/unit/*.sh, and some wait for
-# purges their own settings make: unit/arena_decay spins until its
-# timeout under decay 0), "none" not at all.  An optional last field
-# names the configuration whose stock run a patched-only one is compared
-# with.
-CONFIGS=(
-	"default|stock patched||as-is"
-	"decay0|stock patched|MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0|none"
-	"decay1s|stock patched|MALLOC_CONF=dirty_decay_ms:1000,muzzy_decay_ms:1000|none"
-	"no-vector|patched|MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0 MADVX_DISABLE=process_madvise,procmap_query|no-conf"
-)
-
-# Upstream dev purges through process_madvise() only when asked:
-# opt.process_madvise_max_batch is 0 by default (every range its own
-# madvise()).  With it > 0, pac.c's decay passes that purge to retained
-# (muzzy_decay_ms 0, or the muzzy pass) and the HPA's purge batches
-# (opt.hpa, off by default) hand vectors of up to that many ranges to
-# pages_purge_process_madvise(): the path the patch routes.  default is
-# `make check` as it is (the path off in both builds); pm64 turns on both
-# users of the path for every test (the appended MALLOC_CONF wins over a
-# unit test's own settings, stock as patched); pm64-decay0 is `make
-# check`'s check_integration_decay setting with the PAC path (every freed
-# extent purged at once); no-vector is pm64 with every hint a madvise()
-# and no PROCMAP_QUERY (bounds from /proc/self/maps), compared with pm64's
-# stock run.
-if [[ $FLAVOUR == upstream ]]; then
-	PM=process_madvise_max_batch:64
-	CONFIGS=(
-		"default|stock patched||as-is"
-		"pm64|stock patched|MALLOC_CONF=hpa:true,$PM|as-is"
-		"pm64-decay0|stock patched|MALLOC_CONF=$PM,dirty_decay_ms:0,muzzy_decay_ms:0|none"
-		"no-vector|patched|MALLOC_CONF=hpa:true,$PM MADVX_DISABLE=process_madvise,procmap_query|as-is|pm64"
-	)
-fi
+# What runs (the configurations, the tests left out): configs.sh, shared
+# with examples/common/kernel-clients.sh (the test kernel).
+# shellcheck source=examples/jemalloc/configs.sh
+source "$HERE/configs.sh"
+CONFIGS=("${JEMALLOC_CONFIGS_DEBIAN[@]}")
+[[ $FLAVOUR == debian ]] || CONFIGS=("${JEMALLOC_CONFIGS_UPSTREAM[@]}")
 
 # shellcheck source=examples/common/client.sh
 source "$SRCROOT/examples/common/client.sh"
@@ -254,17 +211,6 @@ make_tests()
 		{ tail -n 40 "$1.make-tests.out" >&2; die "building the tests in $1 failed"; }
 }
 
-# Left out by default (MADVX_JEMALLOC_TESTS=all runs them): unit tests of
-# data structures and utilities that never reach the page allocator, so
-# nothing the patch changes (18 of the unit tests' ~50 s per build).
-NOT_PURGING=(
-	unit/atomic unit/bit_util unit/bitmap unit/buf_writer unit/ckh
-	unit/counter unit/div unit/emitter unit/fb unit/fxp unit/hash unit/log
-	unit/malloc_io unit/math unit/mpsc_queue unit/mq unit/mtx unit/nstime
-	unit/ph unit/prng unit/ql unit/qr unit/rb unit/rtree unit/SFMT unit/sc
-	unit/seq unit/size_classes unit/smoothstep unit/spin unit/sz
-	unit/ticker unit/witness
-)
 
 # One of jemalloc's tests (NAME: unit/decay, ...) of build $1 with the
 # environment $2, through its test/test.sh (which adds $MALLOC_CONF to the
@@ -305,7 +251,7 @@ without_malloc_conf()
 
 # The tests of build $1 with the environment $2, one by one; one line per
 # test: "NAME pass|skip|fail SECONDS".  Outputs in $WORK/out/$3-*.  The
-# unit tests run as $4 says (as-is, no-conf or none: CONFIGS above).
+# unit tests run as $4 says (as-is, no-conf or none: configs.sh).
 run_tests()
 {
 	local dir=$1 envs=$2 tag=$3 units=$4 t e out st t0
@@ -366,7 +312,7 @@ if [[ ! -x $WORK/je-purge || $WORK/je-purge -ot $HERE/je-purge.c ]]; then
 fi
 
 case ${MADVX_JEMALLOC_TESTS:-} in
-"") mapfile -t TESTS < <(all_tests | grep -vxF -f <(printf '%s\n' "${NOT_PURGING[@]}"); echo je-purge) ;;
+"") mapfile -t TESTS < <(all_tests | grep -vxF -f <(printf '%s\n' "${JEMALLOC_NOT_PURGING[@]}"); echo je-purge) ;;
 all) mapfile -t TESTS < <(all_tests; echo je-purge) ;;
 *) IFS=, read -ra TESTS <<<"$MADVX_JEMALLOC_TESTS" ;;
 esac

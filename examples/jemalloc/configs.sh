@@ -1,0 +1,65 @@
+# SPDX-License-Identifier: MIT
+# What jemalloc's own tests run with, stock and patched (sourced by
+# check.sh, on the host, and by examples/common/kernel-clients.sh, for the
+# test kernel).
+# shellcheck disable=SC2034 # read by the scripts that source this file
+
+# name|builds|environment of one run of the tests.  jemalloc 5.3 purges
+# dirty extents along a 10 s decay curve (dirty_decay_ms) with
+# MADV_DONTNEED, in passes at decay epoch advances (every 50 ms); its
+# muzzy_decay_ms is 0 (no MADV_FREE step).  decay0 is the setting `make
+# check` itself runs the integration tests in (check_integration_decay):
+# every freed extent is purged at once, mostly in passes of one extent.
+# decay1s (test/unit/decay's own setting): dirty extents go muzzy with
+# MADV_FREE after about a second, muzzy ones are purged with
+# MADV_DONTNEED a second later, in long passes: both hand-backs of the
+# patch.  no-vector: decay0 with every hint a madvise() and no
+# PROCMAP_QUERY (bounds from /proc/self/maps).
+#
+# The last field says how the unit tests run: "as-is" with the whole
+# environment, "no-conf" without its MALLOC_CONF (as in `make check`, a
+# configuration's MALLOC_CONF is for the integration tests and je-purge:
+# the unit tests set their own in test/unit/*.sh, and some wait for
+# purges their own settings make: unit/arena_decay spins until its
+# timeout under decay 0), "none" not at all.  An optional last field
+# names the configuration whose stock run a patched-only one is compared
+# with.
+JEMALLOC_CONFIGS_DEBIAN=(
+	"default|stock patched||as-is"
+	"decay0|stock patched|MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0|none"
+	"decay1s|stock patched|MALLOC_CONF=dirty_decay_ms:1000,muzzy_decay_ms:1000|none"
+	"no-vector|patched|MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0 MADVX_DISABLE=process_madvise,procmap_query|no-conf"
+)
+
+# Upstream dev purges through process_madvise() only when asked:
+# opt.process_madvise_max_batch is 0 by default (every range its own
+# madvise()).  With it > 0, pac.c's decay passes that purge to retained
+# (muzzy_decay_ms 0, or the muzzy pass) and the HPA's purge batches
+# (opt.hpa, off by default) hand vectors of up to that many ranges to
+# pages_purge_process_madvise(): the path the patch routes.  default is
+# `make check` as it is (the path off in both builds); pm64 turns on both
+# users of the path for every test (the appended MALLOC_CONF wins over a
+# unit test's own settings, stock as patched); pm64-decay0 is `make
+# check`'s check_integration_decay setting with the PAC path (every freed
+# extent purged at once); no-vector is pm64 with every hint a madvise()
+# and no PROCMAP_QUERY (bounds from /proc/self/maps), compared with pm64's
+# stock run.
+PM=process_madvise_max_batch:64
+JEMALLOC_CONFIGS_UPSTREAM=(
+	"default|stock patched||as-is"
+	"pm64|stock patched|MALLOC_CONF=hpa:true,$PM|as-is"
+	"pm64-decay0|stock patched|MALLOC_CONF=$PM,dirty_decay_ms:0,muzzy_decay_ms:0|none"
+	"no-vector|patched|MALLOC_CONF=hpa:true,$PM MADVX_DISABLE=process_madvise,procmap_query|as-is|pm64"
+)
+
+# Left out by default (MADVX_JEMALLOC_TESTS=all runs them): unit tests of
+# data structures and utilities that never reach the page allocator, so
+# nothing the patch changes (18 of the unit tests' ~50 s per build).
+JEMALLOC_NOT_PURGING=(
+	unit/atomic unit/bit_util unit/bitmap unit/buf_writer unit/ckh
+	unit/counter unit/div unit/emitter unit/fb unit/fxp unit/hash unit/log
+	unit/malloc_io unit/math unit/mpsc_queue unit/mq unit/mtx unit/nstime
+	unit/ph unit/prng unit/ql unit/qr unit/rb unit/rtree unit/SFMT unit/sc
+	unit/seq unit/size_classes unit/smoothstep unit/spin unit/sz
+	unit/ticker unit/witness
+)
