@@ -6,8 +6,12 @@
 #   clients/order                 the clients, one a line
 #   clients/libmadvx              the libmadvx commit the programs link
 #   clients/<c>/about             where the source came from
-#   clients/<c>/tests             "name program args..." per test
-#   clients/<c>/configs           "name|builds|NAME=value ..." per configuration
+#   clients/<c>/tests             "name [NAME=value ...] program args..." per
+#                                 test (the test's own environment)
+#   clients/<c>/configs           "name|builds|NAME=value ...[|pattern]" per
+#                                 configuration (pattern: the tests it runs,
+#                                 a shell pattern of their names; default *)
+#   clients/<c>/skipcode          optional: the exit status meaning "skipped"
 #   clients/<c>/{stock,patched}/  the static programs
 #
 #   kernel/run exec --kernel base --timeout 3000 OUT [FILTER...]
@@ -17,12 +21,15 @@
 # guest has 2 vCPUs; the host's make check and ctest run 2 tests at a
 # time too), each build its tests one after the other in a fresh
 # directory, each test under `timeout` (MADVX_CLIENT_TIMEOUT, default
-# 1800 s).  Prints
-#   RESULT <client> <config> <build> <test> PASS|FAIL <rc> <seconds>
+# 1800 s).  A test's own environment comes after the configuration's, but
+# their MALLOC_CONF values are joined, the test's first (as jemalloc's
+# test/test.sh does).  Prints
+#   RESULT <client> <config> <build> <test> PASS|SKIP|FAIL <rc> <seconds>
 # for every test, the last 20 lines of a failed test's output, a summary
 # line per client, configuration and build, and at the end
-#   CLIENTS pass=N fail=N expected=N
-# Exits 1 on any failure or when a result is missing (N pass != expected).
+#   CLIENTS pass=N skip=N fail=N expected=N
+# Exits 1 on any failure or when a result is missing (pass + skip !=
+# expected).
 set -u
 
 TMO=${MADVX_CLIENT_TIMEOUT:-1800}
@@ -46,48 +53,105 @@ selected()	# client config
 	return 1
 }
 
-# run_build client config build envs: every test of the client, one a
-# line of results into $D/res/<client>-<config>-<build>.
+# The configuration's environment $1 followed by a test's $2, MALLOC_CONF
+# joined (the test's settings first).
+join_env()
+{
+	je_out='' je_conf='' je_tconf=''
+	for je_w in $1; do
+		case $je_w in
+		MALLOC_CONF=*) je_conf=${je_w#MALLOC_CONF=} ;;
+		*) je_out="$je_out $je_w" ;;
+		esac
+	done
+	for je_w in $2; do
+		case $je_w in
+		MALLOC_CONF=*) je_tconf=${je_w#MALLOC_CONF=} ;;
+		*) je_out="$je_out $je_w" ;;
+		esac
+	done
+	if [ -n "$je_tconf" ] && [ -n "$je_conf" ]; then
+		je_conf="$je_tconf,$je_conf"
+	elif [ -n "$je_tconf" ]; then
+		je_conf=$je_tconf
+	fi
+	[ -z "$je_conf" ] || je_out="$je_out MALLOC_CONF=$je_conf"
+	echo "$je_out"
+}
+
+# The tests of client $1 that configuration pattern $2 selects, one a line.
+tests_of()
+{
+	while read -r to_name to_rest; do
+		# shellcheck disable=SC2254 # $2 is a pattern on purpose
+		case $to_name in
+		$2) echo "$to_name $to_rest" ;;
+		esac
+	done <"$C/$1/tests"
+}
+
+# run_build client config build envs pattern: the tests of the client the
+# pattern selects, one a line of results into
+# $D/res/<client>-<config>-<build>.
 run_build()
 {
-	rb_c=$1 rb_cfg=$2 rb_b=$3 rb_env=$4
+	rb_c=$1 rb_cfg=$2 rb_b=$3 rb_env=$4 rb_pat=$5
 	rb_res=$D/res/$rb_c-$rb_cfg-$rb_b
 	rb_work=$D/work/$rb_c-$rb_cfg-$rb_b
+	rb_skip=-1
+	[ ! -f "$C/$rb_c/skipcode" ] || rb_skip=$(cat "$C/$rb_c/skipcode")
 	: >"$rb_res"
-	while read -r rb_name rb_prog rb_args; do
+	tests_of "$rb_c" "$rb_pat" >"$rb_work.tests"
+	while read -r rb_name rb_rest; do
+		rb_tenv=''
+		rb_prog=''
+		rb_args=''
+		for rb_w in $rb_rest; do
+			if [ -z "$rb_prog" ]; then
+				case $rb_w in
+				*=*) rb_tenv="$rb_tenv $rb_w"; continue ;;
+				esac
+				rb_prog=$rb_w
+			else
+				rb_args="$rb_args $rb_w"
+			fi
+		done
+		rb_envs=$(join_env "$rb_env" "$rb_tenv")
 		rm -rf "$rb_work"
 		mkdir -p "$rb_work"
-		rb_out=$D/out/$rb_c-$rb_cfg-$rb_b-$rb_name.out
+		rb_out=$D/out/$rb_c-$rb_cfg-$rb_b-$(echo "$rb_name" | tr / _).out
 		rb_t0=$(date +%s)
 		if [ ! -x "$C/$rb_c/$rb_b/$rb_prog" ]; then
 			echo "missing $C/$rb_c/$rb_b/$rb_prog" >"$rb_out"
 			rb_rc=127
 		else
-			# shellcheck disable=SC2086 # $rb_env and $rb_args are word lists
-			(cd "$rb_work" && exec env $rb_env timeout "$TMO" \
+			# shellcheck disable=SC2086 # $rb_envs and $rb_args are word lists
+			(cd "$rb_work" && exec env $rb_envs timeout "$TMO" \
 				"$C/$rb_c/$rb_b/$rb_prog" $rb_args) >"$rb_out" 2>&1 </dev/null
 			rb_rc=$?
 		fi
-		rb_st=PASS
-		[ "$rb_rc" -eq 0 ] || rb_st=FAIL
+		rb_st=FAIL
+		[ "$rb_rc" -ne 0 ] || rb_st=PASS
+		[ "$rb_rc" -ne "$rb_skip" ] || rb_st=SKIP
 		echo "RESULT $rb_c $rb_cfg $rb_b $rb_name $rb_st $rb_rc $(($(date +%s) - rb_t0))" >>"$rb_res"
-	done <"$C/$rb_c/tests"
-	rm -rf "$rb_work"
+	done <"$rb_work.tests"
+	rm -rf "$rb_work" "$rb_work.tests"
 }
 
 FILTERS="$*"
 mkdir -p "$D/res" "$D/out" "$D/work"
-pass=0 fail=0 expected=0
+pass=0 skip=0 fail=0 expected=0
 order=$(tr '\n' ' ' <"$C/order")
 for c in $order; do
 	echo "CLIENT $c: $(cat "$C/$c/about")"
-	ntests=$(grep -c . "$C/$c/tests")
-	while IFS='|' read -r cfg builds envs; do
+	while IFS='|' read -r cfg builds envs pat; do
 		selected "$c" "$cfg" || continue
-		echo "CONFIG $c $cfg: ${envs:-(no environment)}"
+		[ -n "$pat" ] || pat='*'
+		ntests=$(tests_of "$c" "$pat" | grep -c .)
+		echo "CONFIG $c $cfg: ${envs:-(no environment)}; tests $pat ($ntests)"
 		for b in $builds; do
 			expected=$((expected + ntests))
-			run_build "$c" "$cfg" "$b" "$envs" &
+			run_build "$c" "$cfg" "$b" "$envs" "$pat" &
 		done
 		wait
 		for b in $builds; do
@@ -95,17 +159,19 @@ for c in $order; do
 			cat "$res"
 			grep '^RESULT .* FAIL ' "$res" | while read -r _ _ _ _ name _; do
 				echo "--- last lines of $c $cfg $b $name:"
-				tail -n 20 "$D/out/$c-$cfg-$b-$name.out"
+				tail -n 20 "$D/out/$c-$cfg-$b-$(echo "$name" | tr / _).out"
 			done
 			p=$(grep -c '^RESULT .* PASS ' "$res")
+			s=$(grep -c '^RESULT .* SKIP ' "$res")
 			f=$(grep -c '^RESULT .* FAIL ' "$res")
 			pass=$((pass + p))
+			skip=$((skip + s))
 			fail=$((fail + f))
-			echo "SUMMARY $c $cfg $b PASS $p FAIL $f of $ntests"
+			echo "SUMMARY $c $cfg $b PASS $p SKIP $s FAIL $f of $ntests"
 		done
 	done <"$C/$c/configs"
 done
-echo "CLIENTS pass=$pass fail=$fail expected=$expected"
+echo "CLIENTS pass=$pass skip=$skip fail=$fail expected=$expected"
 rm -rf "$D"
-[ "$expected" -gt 0 ] && [ "$fail" -eq 0 ] && [ "$pass" -eq "$expected" ] && exit 0
+[ "$expected" -gt 0 ] && [ "$fail" -eq 0 ] && [ $((pass + skip)) -eq "$expected" ] && exit 0
 exit 1

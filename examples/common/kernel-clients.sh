@@ -9,7 +9,10 @@
 # CLIENT: bdwgc (Debian's libgc 1:8.2.2-3, `make check`'s 16 programs),
 # bdwgc-upstream (master at check.sh's pinned commit, ctest's 16),
 # mimalloc (Debian's 2.0.9+ds-2), mimalloc-upstream (v2.4.1): test-api,
-# test-api-fill, test-stress.  Default: bdwgc and mimalloc, and the
+# test-api-fill, test-stress; jemalloc (Debian's 5.3.0-1: `make check`'s
+# unit and integration programs, each with the MALLOC_CONF its test/*.sh
+# sets, but those check.sh leaves out by default; exit status 1 is
+# "skipped").  Default: bdwgc, mimalloc and jemalloc, and the
 # upstream flavours whose checkout MADVX_BDWGC_UPSTREAM /
 # MADVX_MIMALLOC_UPSTREAM names (as for check.sh).  The sources come from
 # where check.sh gets them (examples/common/debsrc.sh, upstream.sh), the
@@ -24,11 +27,13 @@
 # built static-only (bdwgc: --enable-static --disable-shared, programs
 # linked with libtool's -all-static; upstream: -DBUILD_SHARED_LIBS=OFF;
 # mimalloc: -DMI_BUILD_SHARED=OFF, the tests linked with mimalloc-static,
-# as v2.4.1's CMakeLists does by itself and 2.0.9's is edited to), every
-# program is checked to be a static executable, and the patched gctest /
-# mimalloc-test-api to contain libmadvx (madvx_batch_flush), the stock ones
-# not to.  Work trees: STATICBUILD/clients-static/<client> (kept: a
-# rebuild redoes only what changed).
+# as v2.4.1's CMakeLists does by itself and 2.0.9's is edited to;
+# jemalloc: --disable-shared, its test programs linked with libjemalloc.a
+# and -static), every program is checked to be a static executable, and
+# the patched gctest / mimalloc-test-api / jemalloc's integration/mallocx
+# to contain libmadvx (madvx_batch_flush), the stock ones not to.  Work
+# trees: STATICBUILD/clients-static/<client> (kept: a rebuild redoes only
+# what changed).
 #
 # OUT is a `#!/bin/sh` script: examples/common/kernel-clients-run.sh (run
 # in the guest by busybox sh) followed by a base64 xz tar of the programs
@@ -60,10 +65,12 @@ source "$SRCROOT/examples/common/upstream.sh"
 source "$SRCROOT/examples/bdwgc/configs.sh"
 # shellcheck source=examples/mimalloc/configs.sh
 source "$SRCROOT/examples/mimalloc/configs.sh"
+# shellcheck source=examples/jemalloc/configs.sh
+source "$SRCROOT/examples/jemalloc/configs.sh"
 
 CLIENTS=("$@")
 if ((${#CLIENTS[@]} == 0)); then
-	CLIENTS=(bdwgc mimalloc)
+	CLIENTS=(bdwgc mimalloc jemalloc)
 	[[ -z ${MADVX_BDWGC_UPSTREAM:-} ]] || CLIENTS+=(bdwgc-upstream)
 	[[ -z ${MADVX_MIMALLOC_UPSTREAM:-} ]] || CLIENTS+=(mimalloc-upstream)
 fi
@@ -289,6 +296,123 @@ mimalloc_build()
 	echo "$(<"$work/src.ready") (test-api, test-api-fill, test-stress ${stress:-(its defaults)}), ${patch##*/}" >"$stage/about"
 }
 
+# ---- jemalloc, Debian's 5.3.0-1: autotools, static-only ----
+
+# The test programs of `make check` (unit, integration, integration/cpp)
+# in build $1, as unit/NAME, integration/NAME, integration/cpp/NAME.
+jemalloc_tests()
+{
+	# shellcheck disable=SC2016 # $(...) are make's
+	printf 'madvx-print-tests:\n\t@echo $(TESTS_UNIT) $(TESTS_INTEGRATION) $(TESTS_INTEGRATION_CPP)\n' |
+		make -s --no-print-directory -C "$1" -f Makefile -f - madvx-print-tests |
+		tr ' ' '\n' | sed -n 's|.*test/\(.*\)\.c[p]*$|\1|p'
+}
+
+# The MALLOC_CONF test NAME of build $1 sets for itself (its test/NAME.sh,
+# which jemalloc's test/test.sh sources with the build's enable_fill and
+# enable_prof), or nothing.
+jemalloc_test_conf()
+{
+	local sh=$2/test/$3.sh fill prof
+	[[ -f $sh ]] || return 0
+	fill=$(sed -n 's/^[[:space:]]*enable_fill=\([01]\).*/\1/p' "$1/test/test.sh")
+	prof=$(sed -n 's/^[[:space:]]*enable_prof=\([01]\).*/\1/p' "$1/test/test.sh")
+	[[ $fill =~ ^[01]$ && $prof =~ ^[01]$ ]] || die "no enable_fill/enable_prof in $1/test/test.sh"
+	# shellcheck disable=SC1090,SC2034 # the test's own script reads enable_*
+	# set +u: the scripts read variables test.sh never sets (enable_xmalloc).
+	(set +u; unset MALLOC_CONF; enable_fill=$fill enable_prof=$prof; . "$sh" >/dev/null; echo "${MALLOC_CONF:-}")
+}
+
+jemalloc_debian()
+{
+	local work=$1 stage=$2 v dir cppflags libs t conf name skip
+	local patch=$SRCROOT/examples/jemalloc/jemalloc-5.3.0-madvx.patch
+	CACHE=$CACHEROOT/jemalloc
+	debsrc_fetch jemalloc 5.3.0-1 bookworm
+	if [[ ! -f $work/src.ready || $work/src.ready -ot $patch || $work/src.ready -ot $DSC ]]; then
+		rm -f "$work/src.ready" "$work/stock.built" "$work/patched.built"
+		rm -rf "$work/src"
+		debsrc_extract "$work/src"
+		# The patch guards its code with JEMALLOC_MADVX (check.sh checks
+		# that the stock build preprocesses to the unpatched source).
+		(cd "$work/src" && patch -p1 --quiet <"$patch") || die "${patch##*/} does not apply"
+		echo "Debian jemalloc 5.3.0-1" >"$work/src.ready"
+	fi
+	for v in stock patched; do
+		dir=$work/$v
+		cppflags=$(dpkg-buildflags --get CPPFLAGS)
+		libs=
+		if [[ $v == patched ]]; then
+			cppflags="$cppflags -DJEMALLOC_MADVX $MADVX_CFLAGS"
+			libs=$MADVX_LIBS
+		fi
+		[[ -f $dir.built && ! $dir.built -ot $SB/src/libmadvx.a && ! $dir.built -ot $work/src.ready ]] &&
+			continue
+		log "configure (static) + make check's programs ($v) in $dir"
+		rm -rf "$dir"
+		mkdir -p "$dir"
+		# check.sh's options (debian/rules' on amd64); the test programs
+		# link libjemalloc.a (IMPORTLIB) and everything else statically.
+		# The integration programs' link keeps only -lrt, -pthread and
+		# -lstdc++ of LIBS: libmadvx goes in EXTRA_LDFLAGS (last).
+		if ! (cd "$dir" && "$work/src/configure" --with-version=VERSION \
+			CFLAGS="$(dpkg-buildflags --get CFLAGS)" \
+			--with-lg-page=12 --with-lg-hugepage=21 --enable-prof \
+			--enable-static --disable-shared \
+			CPPFLAGS="$cppflags" LDFLAGS="$(dpkg-buildflags --get LDFLAGS)" LIBS="$libs") \
+			>"$dir.configure.out" 2>&1 ||
+		   ! make -C "$dir" -j"$JOBS" build_lib_static >"$dir.make.out" 2>&1 ||
+		   ! make -C "$dir" -j"$JOBS" IMPORTLIB=a EXTRA_LDFLAGS="-static${libs:+ $libs}" \
+			tests_unit tests_integration >>"$dir.make.out" 2>&1; then
+			tail -n 40 "$dir.configure.out" "$dir.make.out" >&2 || true
+			die "building $dir failed"
+		fi
+		touch "$dir.built"
+	done
+	# What check.sh runs by default: every test but the ones that never
+	# reach the page allocator (configs.sh).
+	: >"$stage/tests"
+	skip=$(printf '%s\n' "${JEMALLOC_NOT_PURGING[@]}")
+	while read -r t; do
+		grep -qxF "$t" <<<"$skip" && continue
+		name=${t//\//_}
+		for v in stock patched; do
+			[[ -f $work/$v/test/$t ]] || die "$work/$v/test/$t was not built"
+			is_static "$work/$v/test/$t" || die "$work/$v/test/$t is not a static executable"
+			mkdir -p "$stage/$v"
+			strip -o "$stage/$v/$name" "$work/$v/test/$t"
+		done
+		conf=$(jemalloc_test_conf "$work/stock" "$work/src" "$t")
+		echo "$t${conf:+ MALLOC_CONF=$conf} $name" >>"$stage/tests"
+	done < <(jemalloc_tests "$work/stock")
+	[[ -s $stage/tests ]] || die "no tests in $work/stock/Makefile"
+	madvx_in "$work/stock/test/integration/mallocx" "$work/patched/test/integration/mallocx"
+	# jemalloc's test programs exit 1 for "skipped" (test/test.sh).
+	echo 1 >"$stage/skipcode"
+	# check.sh's configurations, as the runner takes them: "as-is" runs
+	# every test with the environment; "none" only the integration tests;
+	# "no-conf" the integration tests with it and the unit tests without
+	# its MALLOC_CONF (a configuration of its own, NAME-unit).
+	: >"$stage/configs"
+	local c cname cbuilds cenv cunits w unitenv
+	for c in "${JEMALLOC_CONFIGS_DEBIAN[@]}"; do
+		IFS='|' read -r cname cbuilds cenv cunits _ <<<"$c"
+		case $cunits in
+		as-is) echo "$cname|$cbuilds|$cenv|*" ;;
+		none) echo "$cname|$cbuilds|$cenv|integration/*" ;;
+		no-conf)
+			unitenv=
+			for w in $cenv; do
+				[[ $w == MALLOC_CONF=* ]] || unitenv="${unitenv:+$unitenv }$w"
+			done
+			echo "$cname|$cbuilds|$cenv|integration/*"
+			echo "$cname-unit|$cbuilds|$unitenv|unit/*" ;;
+		*) die "configs.sh: unknown unit-test mode '$cunits' of $cname" ;;
+		esac
+	done >"$stage/configs"
+	echo "$(<"$work/src.ready") (make check's unit and integration programs but configs.sh's JEMALLOC_NOT_PURGING), ${patch##*/}" >"$stage/about"
+}
+
 mkdir -p "$WORKROOT"
 STAGE=$(mktemp -d "$WORKROOT/stage.XXXXXX")
 trap 'rm -rf "$STAGE"' EXIT
@@ -304,7 +428,8 @@ for c in "${CLIENTS[@]}"; do
 	mimalloc-upstream)
 		mimalloc_build "$WORKROOT/$c" "$STAGE/clients/$c" upstream \
 			"$MIMALLOC_STRESS_UPSTREAM" "${MIMALLOC_CONFIGS_UPSTREAM[@]}" ;;
-	*) die "unknown client $c (bdwgc, bdwgc-upstream, mimalloc, mimalloc-upstream)" ;;
+	jemalloc) jemalloc_debian "$WORKROOT/$c" "$STAGE/clients/$c" ;;
+	*) die "unknown client $c (bdwgc, bdwgc-upstream, mimalloc, mimalloc-upstream, jemalloc)" ;;
 	esac
 	echo "$c" >>"$STAGE/clients/order"
 	log "$c: $(wc -l <"$STAGE/clients/$c/tests") programs x $(wc -l <"$STAGE/clients/$c/configs") configurations staged"

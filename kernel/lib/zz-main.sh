@@ -31,15 +31,17 @@ usage: kernel/run [COMMAND] [OPTIONS]
               --timeout S      per-binary timeout in the guest (default 300)
               BINARY [ARGS...] (arguments without spaces)
   clients   the clients' own test suites (bdwgc's make check and ctest,
-            mimalloc's test-api, test-api-fill, test-stress), built
+            mimalloc's test-api, test-api-fill, test-stress, jemalloc's
+            make check programs), built
             statically stock and patched, run in the guest by exec
             (examples/common/kernel-clients.sh)
               --kernel LIST    variants (default base)
               --timeout S      the whole run's timeout (default 3000; the
                                boot's limit is raised to it + 300 s)
               --client C       bdwgc, bdwgc-upstream, mimalloc,
-                               mimalloc-upstream (repeatable; default
-                               bdwgc, mimalloc and the upstream ones
+                               mimalloc-upstream, jemalloc (repeatable;
+                               default bdwgc, mimalloc, jemalloc and the
+                               upstream ones
                                MADVX_BDWGC_UPSTREAM/MADVX_MIMALLOC_UPSTREAM
                                name)
               [FILTER...]      CLIENT or CLIENT:CONFIG to run (default all)
@@ -396,7 +398,7 @@ cmd_exec()
 	return $rc
 }
 
-# The clients' own test suites (bdwgc, mimalloc; issue 20) in the guest:
+# The clients' own test suites (bdwgc, mimalloc, jemalloc; issue 20) in the guest:
 # their test programs built statically, stock and patched (the patched ones
 # with LIB_BUILD's libmadvx.a), packed into one script by
 # examples/common/kernel-clients.sh and run by exec on each kernel.
