@@ -12,9 +12,10 @@
 # test-api-fill, test-stress; jemalloc (Debian's 5.3.0-1: `make check`'s
 # unit and integration programs, each with the MALLOC_CONF its test/*.sh
 # sets, but those check.sh leaves out by default; exit status 1 is
-# "skipped").  Default: bdwgc, mimalloc and jemalloc, and the
-# upstream flavours whose checkout MADVX_BDWGC_UPSTREAM /
-# MADVX_MIMALLOC_UPSTREAM names (as for check.sh).  The sources come from
+# "skipped"), jemalloc-upstream (dev at configs.sh's commit, the same
+# programs).  Default: bdwgc, mimalloc and jemalloc, and the upstream
+# flavours whose checkout MADVX_BDWGC_UPSTREAM / MADVX_MIMALLOC_UPSTREAM /
+# MADVX_JEMALLOC_UPSTREAM names (as for check.sh).  The sources come from
 # where check.sh gets them (examples/common/debsrc.sh, upstream.sh), the
 # patches are check.sh's, and so are the configurations and arguments
 # (examples/bdwgc/configs.sh, examples/mimalloc/configs.sh).
@@ -73,6 +74,7 @@ if ((${#CLIENTS[@]} == 0)); then
 	CLIENTS=(bdwgc mimalloc jemalloc)
 	[[ -z ${MADVX_BDWGC_UPSTREAM:-} ]] || CLIENTS+=(bdwgc-upstream)
 	[[ -z ${MADVX_MIMALLOC_UPSTREAM:-} ]] || CLIENTS+=(mimalloc-upstream)
+	[[ -z ${MADVX_JEMALLOC_UPSTREAM:-} ]] || CLIENTS+=(jemalloc-upstream)
 fi
 client_need_tools "needed to build the clients statically" \
 	apt-get dpkg-source cmake ctest make cc patch nm strip readelf xz base64 pkg-config python3 ninja
@@ -323,24 +325,57 @@ jemalloc_test_conf()
 	(set +u; unset MALLOC_CONF; enable_fill=$fill enable_prof=$prof; . "$sh" >/dev/null; echo "${MALLOC_CONF:-}")
 }
 
-jemalloc_debian()
+# jemalloc_build WORK STAGE FLAVOUR: Debian's 5.3.0-1 (debian) or dev at
+# configs.sh's commit (upstream), as check.sh builds them, static-only.
+jemalloc_build()
 {
-	local work=$1 stage=$2 v dir cppflags libs t conf name skip
-	local patch=$SRCROOT/examples/jemalloc/jemalloc-5.3.0-madvx.patch
-	CACHE=$CACHEROOT/jemalloc
-	debsrc_fetch jemalloc 5.3.0-1 bookworm
-	if [[ ! -f $work/src.ready || $work/src.ready -ot $patch || $work/src.ready -ot $DSC ]]; then
+	local work=$1 stage=$2 flavour=$3 v dir cppflags ldflags opts libs t conf name skip patch
+	local configs
+	if [[ $flavour == upstream ]]; then
+		[[ -n ${MADVX_JEMALLOC_UPSTREAM:-} ]] ||
+			die "jemalloc-upstream: MADVX_JEMALLOC_UPSTREAM is not set (a jemalloc checkout or git directory with $JEMALLOC_UPSTREAM_COMMIT)"
+		client_need_tools "needed to generate dev's configure" autoconf
+		patch=$SRCROOT/examples/jemalloc/jemalloc-dev-madvx.patch
+		configs=("${JEMALLOC_CONFIGS_UPSTREAM[@]}")
+	else
+		patch=$SRCROOT/examples/jemalloc/jemalloc-5.3.0-madvx.patch
+		configs=("${JEMALLOC_CONFIGS_DEBIAN[@]}")
+		CACHE=$CACHEROOT/jemalloc
+		debsrc_fetch jemalloc 5.3.0-1 bookworm
+	fi
+	if [[ ! -f $work/src.ready || $work/src.ready -ot $patch ||
+	      ($flavour == debian && $work/src.ready -ot $DSC) ]]; then
 		rm -f "$work/src.ready" "$work/stock.built" "$work/patched.built"
 		rm -rf "$work/src"
-		debsrc_extract "$work/src"
+		if [[ $flavour == upstream ]]; then
+			upstream_extract "$MADVX_JEMALLOC_UPSTREAM" "$JEMALLOC_UPSTREAM_COMMIT" "$work/src"
+		else
+			debsrc_extract "$work/src"
+			UPSTREAM_DESC="Debian jemalloc 5.3.0-1"
+		fi
 		# The patch guards its code with JEMALLOC_MADVX (check.sh checks
 		# that the stock build preprocesses to the unpatched source).
 		(cd "$work/src" && patch -p1 --quiet <"$patch") || die "${patch##*/} does not apply"
-		echo "Debian jemalloc 5.3.0-1" >"$work/src.ready"
+		if [[ $flavour == upstream ]]; then
+			(cd "$work/src" && autoconf) >"$work/autoconf.out" 2>&1 ||
+				{ cat "$work/autoconf.out" >&2; die "autoconf failed"; }
+		fi
+		echo "$UPSTREAM_DESC" >"$work/src.ready"
 	fi
 	for v in stock patched; do
 		dir=$work/$v
-		cppflags=$(dpkg-buildflags --get CPPFLAGS)
+		# check.sh's options: debian/rules' on amd64 and dpkg-buildflags;
+		# dev's own CFLAGS and the PIDFD_SELF its configure test needs
+		# (check.sh, build()).
+		if [[ $flavour == upstream ]]; then
+			cppflags="-DPIDFD_SELF=-10000"
+			ldflags=
+			opts=(--with-version="$JEMALLOC_UPSTREAM_VERSION")
+		else
+			cppflags=$(dpkg-buildflags --get CPPFLAGS)
+			ldflags=$(dpkg-buildflags --get LDFLAGS)
+			opts=(--with-version=VERSION CFLAGS="$(dpkg-buildflags --get CFLAGS)")
+		fi
 		libs=
 		if [[ $v == patched ]]; then
 			cppflags="$cppflags -DJEMALLOC_MADVX $MADVX_CFLAGS"
@@ -351,15 +386,14 @@ jemalloc_debian()
 		log "configure (static) + make check's programs ($v) in $dir"
 		rm -rf "$dir"
 		mkdir -p "$dir"
-		# check.sh's options (debian/rules' on amd64); the test programs
-		# link libjemalloc.a (IMPORTLIB) and everything else statically.
-		# The integration programs' link keeps only -lrt, -pthread and
-		# -lstdc++ of LIBS: libmadvx goes in EXTRA_LDFLAGS (last).
-		if ! (cd "$dir" && "$work/src/configure" --with-version=VERSION \
-			CFLAGS="$(dpkg-buildflags --get CFLAGS)" \
+		# The test programs link libjemalloc.a (IMPORTLIB) and everything
+		# else statically. The integration programs' link keeps only
+		# -lrt, -pthread and -lstdc++ of LIBS: libmadvx goes in
+		# EXTRA_LDFLAGS (last).
+		if ! (cd "$dir" && "$work/src/configure" "${opts[@]}" \
 			--with-lg-page=12 --with-lg-hugepage=21 --enable-prof \
 			--enable-static --disable-shared \
-			CPPFLAGS="$cppflags" LDFLAGS="$(dpkg-buildflags --get LDFLAGS)" LIBS="$libs") \
+			CPPFLAGS="$cppflags" LDFLAGS="$ldflags" LIBS="$libs") \
 			>"$dir.configure.out" 2>&1 ||
 		   ! make -C "$dir" -j"$JOBS" build_lib_static >"$dir.make.out" 2>&1 ||
 		   ! make -C "$dir" -j"$JOBS" IMPORTLIB=a EXTRA_LDFLAGS="-static${libs:+ $libs}" \
@@ -367,6 +401,10 @@ jemalloc_debian()
 			tail -n 40 "$dir.configure.out" "$dir.make.out" >&2 || true
 			die "building $dir failed"
 		fi
+		[[ $flavour == debian ]] ||
+			grep -q '^#define JEMALLOC_HAVE_PROCESS_MADVISE' \
+				"$dir/include/jemalloc/internal/jemalloc_internal_defs.h" ||
+			die "$dir: configure did not find process_madvise (see $dir.configure.out)"
 		touch "$dir.built"
 	done
 	# What check.sh runs by default: every test but the ones that never
@@ -392,10 +430,12 @@ jemalloc_debian()
 	# check.sh's configurations, as the runner takes them: "as-is" runs
 	# every test with the environment; "none" only the integration tests;
 	# "no-conf" the integration tests with it and the unit tests without
-	# its MALLOC_CONF (a configuration of its own, NAME-unit).
+	# its MALLOC_CONF (a configuration of its own, NAME-unit). The field
+	# after it (the stock run a patched-only one is compared with on the
+	# host) does not apply: every test must pass here.
 	: >"$stage/configs"
 	local c cname cbuilds cenv cunits w unitenv
-	for c in "${JEMALLOC_CONFIGS_DEBIAN[@]}"; do
+	for c in "${configs[@]}"; do
 		IFS='|' read -r cname cbuilds cenv cunits _ <<<"$c"
 		case $cunits in
 		as-is) echo "$cname|$cbuilds|$cenv|*" ;;
@@ -428,8 +468,9 @@ for c in "${CLIENTS[@]}"; do
 	mimalloc-upstream)
 		mimalloc_build "$WORKROOT/$c" "$STAGE/clients/$c" upstream \
 			"$MIMALLOC_STRESS_UPSTREAM" "${MIMALLOC_CONFIGS_UPSTREAM[@]}" ;;
-	jemalloc) jemalloc_debian "$WORKROOT/$c" "$STAGE/clients/$c" ;;
-	*) die "unknown client $c (bdwgc, bdwgc-upstream, mimalloc, mimalloc-upstream, jemalloc)" ;;
+	jemalloc) jemalloc_build "$WORKROOT/$c" "$STAGE/clients/$c" debian ;;
+	jemalloc-upstream) jemalloc_build "$WORKROOT/$c" "$STAGE/clients/$c" upstream ;;
+	*) die "unknown client $c (bdwgc, bdwgc-upstream, mimalloc, mimalloc-upstream, jemalloc, jemalloc-upstream)" ;;
 	esac
 	echo "$c" >>"$STAGE/clients/order"
 	log "$c: $(wc -l <"$STAGE/clients/$c/tests") programs x $(wc -l <"$STAGE/clients/$c/configs") configurations staged"

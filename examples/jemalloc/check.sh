@@ -11,7 +11,7 @@
 # jemalloc-5.3.0-madvx.patch (one libmadvx batch per decay purge pass,
 # pac_decay_stashed(): the pass holds its extents until the batch is
 # flushed).
-# --upstream: exports commit $COMMIT (below) of the checkout (path, git
+# --upstream: exports commit $COMMIT (configs.sh) of the checkout (path, git
 # directory or git URL) MADVX_JEMALLOC_UPSTREAM names
 # (examples/common/upstream.sh), applies jemalloc-dev-madvx.patch (dev's
 # own vectorized purge, pages_purge_process_madvise(), through a libmadvx
@@ -42,11 +42,14 @@ fi
 SRCROOT=$(cd "$1" && pwd)
 BUILDROOT=$(cd "$2" && pwd)
 HERE=$SRCROOT/examples/jemalloc
+# What runs (the configurations, the tests left out, dev's commit):
+# configs.sh, shared with examples/common/kernel-clients.sh (the test
+# kernel).
+# shellcheck source=examples/jemalloc/configs.sh
+source "$HERE/configs.sh"
 if [[ $FLAVOUR == upstream ]]; then
-	COMMIT=295e48944b200b595a72902a81e1ed8cad6a3866	# dev, 2026-05-18
-	# configure wants a `git describe --long` version; an exported tree
-	# has none.
-	JE_VERSION=5.3.1-47-g$COMMIT
+	COMMIT=$JEMALLOC_UPSTREAM_COMMIT
+	JE_VERSION=$JEMALLOC_UPSTREAM_VERSION
 	PATCH=$HERE/jemalloc-dev-madvx.patch
 	WORK=${3:-$BUILDROOT/jemalloc-upstream}
 else
@@ -62,10 +65,6 @@ PURGE="2 5000 128"	# je-purge THREADS OPS SLOTS (bench.sh runs longer ones)
 CLIENT=jemalloc
 [[ $FLAVOUR == debian ]] || CLIENT=jemalloc-upstream
 
-# What runs (the configurations, the tests left out): configs.sh, shared
-# with examples/common/kernel-clients.sh (the test kernel).
-# shellcheck source=examples/jemalloc/configs.sh
-source "$HERE/configs.sh"
 CONFIGS=("${JEMALLOC_CONFIGS_DEBIAN[@]}")
 [[ $FLAVOUR == debian ]] || CONFIGS=("${JEMALLOC_CONFIGS_UPSTREAM[@]}")
 

@@ -4,6 +4,12 @@
 # test kernel).
 # shellcheck disable=SC2034 # read by the scripts that source this file
 
+# Upstream dev (check.sh --upstream, kernel-clients.sh jemalloc-upstream):
+# the commit, and the version configure is given (it wants a `git describe
+# --long` version; an exported tree has none).
+JEMALLOC_UPSTREAM_COMMIT=295e48944b200b595a72902a81e1ed8cad6a3866	# dev, 2026-05-18
+JEMALLOC_UPSTREAM_VERSION=5.3.1-47-g$JEMALLOC_UPSTREAM_COMMIT
+
 # name|builds|environment of one run of the tests.  jemalloc 5.3 purges
 # dirty extents along a 10 s decay curve (dirty_decay_ms) with
 # MADV_DONTNEED, in passes at decay epoch advances (every 50 ms); its

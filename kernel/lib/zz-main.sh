@@ -39,11 +39,12 @@ usage: kernel/run [COMMAND] [OPTIONS]
               --timeout S      the whole run's timeout (default 3000; the
                                boot's limit is raised to it + 300 s)
               --client C       bdwgc, bdwgc-upstream, mimalloc,
-                               mimalloc-upstream, jemalloc (repeatable;
-                               default bdwgc, mimalloc, jemalloc and the
-                               upstream ones
-                               MADVX_BDWGC_UPSTREAM/MADVX_MIMALLOC_UPSTREAM
-                               name)
+                               mimalloc-upstream, jemalloc,
+                               jemalloc-upstream (repeatable; default
+                               bdwgc, mimalloc, jemalloc and the upstream
+                               ones MADVX_BDWGC_UPSTREAM/
+                               MADVX_MIMALLOC_UPSTREAM/
+                               MADVX_JEMALLOC_UPSTREAM name)
               [FILTER...]      CLIENT or CLIENT:CONFIG to run (default all)
   shell     boot a kernel with a busybox shell on this terminal
               --kernel VARIANT (default debug)
