@@ -329,7 +329,7 @@ jemalloc_test_conf()
 # configs.sh's commit (upstream), as check.sh builds them, static-only.
 jemalloc_build()
 {
-	local work=$1 stage=$2 flavour=$3 v dir cppflags ldflags opts libs t conf name skip patch
+	local work=$1 stage=$2 flavour=$3 v dir cppflags libs t conf name skip patch
 	local configs
 	if [[ $flavour == upstream ]]; then
 		[[ -n ${MADVX_JEMALLOC_UPSTREAM:-} ]] ||
@@ -364,21 +364,10 @@ jemalloc_build()
 	fi
 	for v in stock patched; do
 		dir=$work/$v
-		# check.sh's options: debian/rules' on amd64 and dpkg-buildflags;
-		# dev's own CFLAGS and the PIDFD_SELF its configure test needs
-		# (check.sh, build()).
-		if [[ $flavour == upstream ]]; then
-			cppflags="-DPIDFD_SELF=-10000"
-			ldflags=
-			opts=(--with-version="$JEMALLOC_UPSTREAM_VERSION")
-		else
-			cppflags=$(dpkg-buildflags --get CPPFLAGS)
-			ldflags=$(dpkg-buildflags --get LDFLAGS)
-			opts=(--with-version=VERSION CFLAGS="$(dpkg-buildflags --get CFLAGS)")
-		fi
+		cppflags=
 		libs=
 		if [[ $v == patched ]]; then
-			cppflags="$cppflags -DJEMALLOC_MADVX $MADVX_CFLAGS"
+			cppflags="-DJEMALLOC_MADVX $MADVX_CFLAGS"
 			libs=$MADVX_LIBS
 		fi
 		[[ -f $dir.built && ! $dir.built -ot $SB/src/libmadvx.a && ! $dir.built -ot $work/src.ready ]] &&
@@ -390,20 +379,15 @@ jemalloc_build()
 		# else statically. The integration programs' link keeps only
 		# -lrt, -pthread and -lstdc++ of LIBS: libmadvx goes in
 		# EXTRA_LDFLAGS (last).
-		if ! (cd "$dir" && "$work/src/configure" "${opts[@]}" \
-			--with-lg-page=12 --with-lg-hugepage=21 --enable-prof \
-			--enable-static --disable-shared \
-			CPPFLAGS="$cppflags" LDFLAGS="$ldflags" LIBS="$libs") \
-			>"$dir.configure.out" 2>&1 ||
+		if ! jemalloc_configure "$flavour" "$work/src" "$dir" "$cppflags" "" "$libs" \
+			--enable-static --disable-shared ||
 		   ! make -C "$dir" -j"$JOBS" build_lib_static >"$dir.make.out" 2>&1 ||
 		   ! make -C "$dir" -j"$JOBS" IMPORTLIB=a EXTRA_LDFLAGS="-static${libs:+ $libs}" \
 			tests_unit tests_integration >>"$dir.make.out" 2>&1; then
 			tail -n 40 "$dir.configure.out" "$dir.make.out" >&2 || true
 			die "building $dir failed"
 		fi
-		[[ $flavour == debian ]] ||
-			grep -q '^#define JEMALLOC_HAVE_PROCESS_MADVISE' \
-				"$dir/include/jemalloc/internal/jemalloc_internal_defs.h" ||
+		jemalloc_has_process_madvise "$flavour" "$dir" ||
 			die "$dir: configure did not find process_madvise (see $dir.configure.out)"
 		touch "$dir.built"
 	done
@@ -430,23 +414,33 @@ jemalloc_build()
 	# check.sh's configurations, as the runner takes them: "as-is" runs
 	# every test with the environment; "none" only the integration tests;
 	# "no-conf" the integration tests with it and the unit tests without
-	# its MALLOC_CONF (a configuration of its own, NAME-unit). The field
-	# after it (the stock run a patched-only one is compared with on the
-	# host) does not apply: every test must pass here.
+	# its MALLOC_CONF (a configuration of its own, NAME-unit). The last
+	# field (the stock run a patched-only one is compared with) goes to
+	# the runner as it is, which compares stock and patched as check.sh
+	# does.
 	: >"$stage/configs"
-	local c cname cbuilds cenv cunits w unitenv
+	local c cname cbuilds cenv cunits cref w unitenv unitref
 	for c in "${configs[@]}"; do
-		IFS='|' read -r cname cbuilds cenv cunits _ <<<"$c"
+		IFS='|' read -r cname cbuilds cenv cunits cref <<<"$c"
+		# Where the ref's stock run has its unit tests.
+		unitref=
+		for w in "${configs[@]}"; do
+			[[ -n $cref && $w == "$cref|"* ]] || continue
+			case $w in
+			*"|as-is"|*"|as-is|"*) unitref=$cref ;;
+			*"|no-conf"|*"|no-conf|"*) unitref=$cref-unit ;;
+			esac
+		done
 		case $cunits in
-		as-is) echo "$cname|$cbuilds|$cenv|*" ;;
-		none) echo "$cname|$cbuilds|$cenv|integration/*" ;;
+		as-is) echo "$cname|$cbuilds|$cenv|*|$cref" ;;
+		none) echo "$cname|$cbuilds|$cenv|integration/*|$cref" ;;
 		no-conf)
 			unitenv=
 			for w in $cenv; do
 				[[ $w == MALLOC_CONF=* ]] || unitenv="${unitenv:+$unitenv }$w"
 			done
-			echo "$cname|$cbuilds|$cenv|integration/*"
-			echo "$cname-unit|$cbuilds|$unitenv|unit/*" ;;
+			echo "$cname|$cbuilds|$cenv|integration/*|$cref"
+			echo "$cname-unit|$cbuilds|$unitenv|unit/*|$unitref" ;;
 		*) die "configs.sh: unknown unit-test mode '$cunits' of $cname" ;;
 		esac
 	done >"$stage/configs"

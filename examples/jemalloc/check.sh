@@ -49,7 +49,6 @@ HERE=$SRCROOT/examples/jemalloc
 source "$HERE/configs.sh"
 if [[ $FLAVOUR == upstream ]]; then
 	COMMIT=$JEMALLOC_UPSTREAM_COMMIT
-	JE_VERSION=$JEMALLOC_UPSTREAM_VERSION
 	PATCH=$HERE/jemalloc-dev-madvx.patch
 	WORK=${3:-$BUILDROOT/jemalloc-upstream}
 else
@@ -119,39 +118,16 @@ prepare_source()
 # they are chosen (make_tests).
 build()
 {
-	local dir=$1 cppflags ldflags opts=()
-	if [[ $FLAVOUR == upstream ]]; then
-		# dev's configure test for process_madvise (configure.ac)
-		# compiles syscall(SYS_process_madvise, PIDFD_SELF, ...) with
-		# <sys/pidfd.h>: PIDFD_SELF is Linux 6.15's uapi, which
-		# glibc 2.36's headers (uapi 6.1) lack, so the test fails and
-		# JEMALLOC_HAVE_PROCESS_MADVISE (the whole path) is compiled
-		# out, although pages.c defines PIDFD_SELF itself when it is
-		# missing.  The kernel's value (PIDFD_SELF_THREAD, the -10000
-		# pages.c falls back to) passes the test, in both builds; on
-		# kernels before 6.15 stock's raw call then fails with EBADF
-		# and turns itself off (madvise() per range).
-		cppflags="-DPIDFD_SELF=-10000 $2"
-		ldflags=$3
-		opts=(--with-version="$JE_VERSION")
-	else
-		cppflags="$(dpkg-buildflags --get CPPFLAGS) $2"
-		ldflags="$(dpkg-buildflags --get LDFLAGS) $3"
-		opts=(--with-version=VERSION CFLAGS="$(dpkg-buildflags --get CFLAGS)")
-	fi
+	local dir=$1
 	log "configure + make in $dir"
 	rm -rf "$dir"
 	mkdir -p "$dir"
-	if ! (cd "$dir" && "$WORK/src/configure" "${opts[@]}" \
-		--with-lg-page=12 --with-lg-hugepage=21 --enable-prof \
-		CPPFLAGS="$cppflags" LDFLAGS="$ldflags" LIBS="$4") >"$dir.configure.out" 2>&1 ||
+	if ! jemalloc_configure "$FLAVOUR" "$WORK/src" "$dir" "$2" "$3" "$4" ||
 	   ! make -C "$dir" -j"$JOBS" build_lib_shared >"$dir.make.out" 2>&1; then
 		tail -n 40 "$dir.configure.out" "$dir.make.out" >&2 || true
 		die "building $dir failed"
 	fi
-	[[ $FLAVOUR == debian ]] ||
-		grep -q '^#define JEMALLOC_HAVE_PROCESS_MADVISE' \
-			"$dir/include/jemalloc/internal/jemalloc_internal_defs.h" ||
+	jemalloc_has_process_madvise "$FLAVOUR" "$dir" ||
 		die "$dir: configure did not find process_madvise (see $dir.configure.out)"
 }
 

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
-# What jemalloc's own tests run with, stock and patched (sourced by
-# check.sh, on the host, and by examples/common/kernel-clients.sh, for the
-# test kernel).
+# How jemalloc is built and what its own tests run with, stock and patched
+# (sourced by check.sh, on the host, and by examples/common/kernel-clients.sh,
+# for the test kernel).
 # shellcheck disable=SC2034 # read by the scripts that source this file
 
 # Upstream dev (check.sh --upstream, kernel-clients.sh jemalloc-upstream):
@@ -9,6 +9,48 @@
 # --long` version; an exported tree has none).
 JEMALLOC_UPSTREAM_COMMIT=295e48944b200b595a72902a81e1ed8cad6a3866	# dev, 2026-05-18
 JEMALLOC_UPSTREAM_VERSION=5.3.1-47-g$JEMALLOC_UPSTREAM_COMMIT
+
+# jemalloc_configure FLAVOUR SRC DIR CPPFLAGS LDFLAGS LIBS [OPTION...]:
+# configure jemalloc source SRC (FLAVOUR debian: Debian's 5.3.0-1; upstream:
+# dev) in build directory DIR, output in DIR.configure.out.  Both scripts
+# build with these options, so the host's and the test kernel's builds
+# differ only in the OPTIONs (shared or static) and what they make.
+# debian: debian/rules' options on amd64 and dpkg-buildflags.  upstream:
+# dev's own CFLAGS, its version, and a PIDFD_SELF: dev's configure test
+# for process_madvise (configure.ac) compiles syscall(SYS_process_madvise,
+# PIDFD_SELF, ...) with <sys/pidfd.h>, and PIDFD_SELF is Linux 6.15's uapi,
+# which glibc 2.36's headers (uapi 6.1) lack, so the test would fail and
+# JEMALLOC_HAVE_PROCESS_MADVISE (the whole path) be compiled out, although
+# pages.c defines PIDFD_SELF itself when it is missing.  The kernel's
+# value (PIDFD_SELF_THREAD, the -10000 pages.c falls back to) passes the
+# test, in both builds; on kernels before 6.15 stock's raw call then fails
+# with EBADF and turns itself off (madvise() per range).
+jemalloc_configure()
+{
+	local flavour=$1 src=$2 dir=$3 cppflags=$4 ldflags=$5 libs=$6 opts=()
+	shift 6
+	if [[ $flavour == upstream ]]; then
+		cppflags="-DPIDFD_SELF=-10000${cppflags:+ $cppflags}"
+		opts=(--with-version="$JEMALLOC_UPSTREAM_VERSION")
+	else
+		cppflags="$(dpkg-buildflags --get CPPFLAGS)${cppflags:+ $cppflags}"
+		ldflags="$(dpkg-buildflags --get LDFLAGS)${ldflags:+ $ldflags}"
+		opts=(--with-version=VERSION CFLAGS="$(dpkg-buildflags --get CFLAGS)")
+	fi
+	(cd "$dir" && "$src/configure" "${opts[@]}" \
+		--with-lg-page=12 --with-lg-hugepage=21 --enable-prof "$@" \
+		CPPFLAGS="$cppflags" LDFLAGS="$ldflags" LIBS="$libs") \
+		>"$dir.configure.out" 2>&1
+}
+
+# jemalloc_has_process_madvise FLAVOUR DIR: whether configure in DIR found
+# what dev's process_madvise() path needs (Debian's 5.3 has no such path).
+jemalloc_has_process_madvise()
+{
+	[[ $1 == debian ]] ||
+		grep -q '^#define JEMALLOC_HAVE_PROCESS_MADVISE' \
+			"$2/include/jemalloc/internal/jemalloc_internal_defs.h"
+}
 
 # name|builds|environment of one run of the tests.  jemalloc 5.3 purges
 # dirty extents along a 10 s decay curve (dirty_decay_ms) with
