@@ -8,9 +8,12 @@
 #   clients/<c>/about             where the source came from
 #   clients/<c>/tests             "name [NAME=value ...] program args..." per
 #                                 test (the test's own environment)
-#   clients/<c>/configs           "name|builds|NAME=value ...[|pattern]" per
-#                                 configuration (pattern: the tests it runs,
-#                                 a shell pattern of their names; default *)
+#   clients/<c>/configs           "name|builds|NAME=value ...[|pattern[|ref]]"
+#                                 per configuration (pattern: the tests it
+#                                 runs, a shell pattern of their names,
+#                                 default *; ref: the configuration whose
+#                                 stock run a patched-only one is compared
+#                                 with, run before it)
 #   clients/<c>/skipcode          optional: the exit status meaning "skipped"
 #   clients/<c>/{stock,patched}/  the static programs
 #
@@ -26,14 +29,22 @@
 # test/test.sh does).  Prints
 #   RESULT <client> <config> <build> <test> PASS|SKIP|FAIL <rc> <seconds>
 # for every test, the last 20 lines of a failed test's output, a summary
-# line per client, configuration and build, and at the end
-#   CLIENTS pass=N skip=N fail=N expected=N
-# Exits 1 on any failure or when a result is missing (pass + skip !=
-# expected).
+# line per client, configuration and build, then per configuration the
+# comparison the host's check scripts make: a patched failure is NEW when
+# the same test passed or skipped in the stock build (of the
+# configuration, or of its ref), or when there is no stock run to compare
+# with; a test that fails in stock too is the client's own (a test that
+# does not hold on this machine or kernel), printed, not the patch's.
+#   NEW <client> <config> <test>          a failure the patch brings
+#   STOCKFAIL <client> <config> <test>    failing in stock too
+# At the end
+#   CLIENTS pass=N skip=N fail=N expected=N new=N stockfail=N
+# Exits 1 on a NEW failure or when a result is missing (pass + skip +
+# fail != expected), 0 otherwise: "0 new failures with the patch".
 set -u
 
 TMO=${MADVX_CLIENT_TIMEOUT:-1800}
-D=/tmp/madvx-clients
+D=${MADVX_CLIENTS_DIR:-/tmp/madvx-clients}	# the tests of the runner give their own
 rm -rf "$D"
 mkdir -p "$D"
 if ! sed '1,/^__PAYLOAD__$/d' "$0" | base64 -d | xz -d | tar -x -C "$D"; then
@@ -138,13 +149,30 @@ run_build()
 	rm -rf "$rb_work" "$rb_work.tests"
 }
 
+# compare client config stock-results patched-results: the NEW and
+# STOCKFAIL lines of one configuration, on stdout and into $D/verdicts.
+# Without a stock run (a file of none) every patched failure is new.
+compare()
+{
+	[ -f "$3" ] || set -- "$1" "$2" /dev/null "$4"
+	[ -f "$4" ] || return 0
+	# (By file name: with an empty first file NR == FNR holds for the
+	# second one too, and every failure would be taken for stock's.)
+	awk -v c="$1" -v cfg="$2" -v ref="$3" '
+		FILENAME == ref { st[$5] = $6; if ($6 == "FAIL") old[$5] = 1; next }
+		$6 == "FAIL" && st[$5] != "FAIL" { print "NEW " c " " cfg " " $5 }
+		END { for (t in old) print "STOCKFAIL " c " " cfg " " t }' \
+		"$3" "$4" | tee -a "$D/verdicts"
+}
+
 FILTERS="$*"
 mkdir -p "$D/res" "$D/out" "$D/work"
-pass=0 skip=0 fail=0 expected=0
+: >"$D/verdicts"
+pass=0 skip=0 fail=0 expected=0 new=0
 order=$(tr '\n' ' ' <"$C/order")
 for c in $order; do
 	echo "CLIENT $c: $(cat "$C/$c/about")"
-	while IFS='|' read -r cfg builds envs pat; do
+	while IFS='|' read -r cfg builds envs pat ref; do
 		selected "$c" "$cfg" || continue
 		[ -n "$pat" ] || pat='*'
 		ntests=$(tests_of "$c" "$pat" | grep -c .)
@@ -169,9 +197,12 @@ for c in $order; do
 			fail=$((fail + f))
 			echo "SUMMARY $c $cfg $b PASS $p SKIP $s FAIL $f of $ntests"
 		done
+		compare "$c" "$cfg" "$D/res/$c-${ref:-$cfg}-stock" "$D/res/$c-$cfg-patched"
+		new=$((new + $(grep -c "^NEW $c $cfg " "$D/verdicts")))
 	done <"$C/$c/configs"
 done
-echo "CLIENTS pass=$pass skip=$skip fail=$fail expected=$expected"
+stockfail=$(grep -c '^STOCKFAIL ' "$D/verdicts")
+echo "CLIENTS pass=$pass skip=$skip fail=$fail expected=$expected new=$new stockfail=$stockfail"
 rm -rf "$D"
-[ "$expected" -gt 0 ] && [ "$fail" -eq 0 ] && [ $((pass + skip)) -eq "$expected" ] && exit 0
+[ "$expected" -gt 0 ] && [ "$new" -eq 0 ] && [ $((pass + skip + fail)) -eq "$expected" ] && exit 0
 exit 1
