@@ -54,7 +54,7 @@
  * reaches them: BENCHMARKS.md "p8 at small bounds"). No gap: 33-120x. The
  * p99 follows the bound because a writer that arrives during a call waits
  * for its end; only a kernel that advises another process under per-VMA
- * locks (patch 6 of kernel/patches) removes that.
+ * locks (patch 7 of kernel/patches) removes that.
  * The adaptive alternative (pause while /proc/PID/task/TID/syscall shows a
  * writer) lost: the woken writer is runnable, and the kernel reports a
  * runnable thread as "running".
