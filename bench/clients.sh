@@ -29,7 +29,7 @@
 # the mmap_lock acquisitions inside the release calls; strace counts without
 # root) and an untraced run (wall time, max RSS, and the workload's own
 # score where it has one: larson ops/s and xmalloc-test frees/s, which run
-# for a fixed time, and rptest's memory operations per CPU second). REPS (default 3) interleaved repetitions, medians.  Prints a
+# for a fixed time, and rptest's memory operations per second of work). REPS (default 3) interleaved repetitions, medians.  Prints a
 # table and CSV rows; every run in WORK/clients.csv.
 #
 # Environment: MADVX_CLIENTS_BUILD (libmadvx's build directory, default
@@ -199,8 +199,8 @@ client_bench_cmd()
 
 # The workloads' own figure: larson's operations per second, xmalloc-test's
 # frees per second (millions), both fixed-duration; rptest's memory
-# operations per CPU second (its wall time is its 500 loops: a throughput
-# per CPU second also holds when something else shares the CPUs).
+# operations per second of its timed work sections (its wall time is
+# mostly the 10 ms sleep in each of its 500 loops).
 client_bench_score()
 {
 	sed -n -e 's/^Throughput = *\([0-9.]*\) operations.*/\1/p' \
