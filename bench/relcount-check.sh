@@ -3,7 +3,9 @@
 # madvx-relcount measures what it claims: relcount-target makes N madvise()
 # calls in one VMA from a thread and N across a VMA boundary from a forked
 # child, touches 4 MiB and exits 3. Checked: the exit status passed on,
-# maxrss_kb >= 4 MiB, and as root (tracefs), between a run of N and one
+# maxrss_kb >= 4 MiB, user_ms and sys_ms as CPU time (a busy loop's
+# user time is most of its wall time, a sleep's CPU time almost none of
+# it), and as root (tracefs), between a run of N and one
 # of 3N: 4N more madvise calls, 2N more read acquisitions of mmap_lock
 # inside the release calls (the crossing ones; 4N before 6.17, where every
 # call takes it), no process_madvise or PROCMAP_QUERY in either, and the
@@ -28,8 +30,25 @@ rc=$?
 "$relcount" -o "$out" -- /nonexistent/program >/dev/null 2>&1
 [ "$(kv status)" = 127 ] || { echo "FAIL: a program that cannot run: status=$(kv status), want 127"; fail=1; }
 
+# CPU time, not wall time: a shell loop of about 0.4 s of CPU (children's
+# time included: the loop runs in a child of the measured shell) and a
+# 0.5 s sleep.
+# shellcheck disable=SC2016 # the loop is the child shell's
+"$relcount" -o "$out" -- sh -c '(i=0; while [ $i -lt 300000 ]; do i=$((i + 1)); done)'
+user=$(kv user_ms) sys=$(kv sys_ms) wall=$(kv wall_ms)
+if [ -z "$user" ] || [ -z "$sys" ] || [ "$user" -lt 100 ] || [ $((user + sys)) -gt $((wall + 20)) ]; then
+	echo "FAIL: busy loop: user_ms=$user sys_ms=$sys wall_ms=$wall: want user >= 100 (about 400 ms of work), user + sys <= wall"
+	fail=1
+fi
+"$relcount" -o "$out" -- sleep 0.5
+user=$(kv user_ms) sys=$(kv sys_ms) wall=$(kv wall_ms)
+if [ -z "$user" ] || [ "$wall" -lt 500 ] || [ $((user + sys)) -gt 100 ]; then
+	echo "FAIL: sleep 0.5: user_ms=$user sys_ms=$sys wall_ms=$wall: want wall >= 500, user + sys <= 100"
+	fail=1
+fi
+
 if [ "$(id -u)" -ne 0 ]; then
-	[ $fail -eq 0 ] && echo "SKIP: the traced counts need root (status and maxrss checked)" && exit 77
+	[ $fail -eq 0 ] && echo "SKIP: the traced counts need root (status, maxrss and CPU time checked)" && exit 77
 	exit $fail
 fi
 if ! why=$("$relcount" -t -o "$out" -- true 2>&1); then
@@ -75,5 +94,5 @@ if [ "$ua" -lt 1 ] || [ "$ub" -le "$ua" ] || [ "$ub" -gt $((wb * 1000 + 1000)) ]
 	echo "FAIL: rel_us $ua then $ub (wall ${wb} ms): want 0 < first < second <= wall"
 	fail=1
 fi
-[ $fail -eq 0 ] && echo "madvx-relcount: status, maxrss, calls, release-call locks and time as made"
+[ $fail -eq 0 ] && echo "madvx-relcount: status, maxrss, CPU time, calls, release-call locks and time as made"
 exit $fail

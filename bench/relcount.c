@@ -7,9 +7,12 @@
  *   madvx-relcount [-t] [-o FILE] [--] COMMAND [ARG...]
  *
  * Runs COMMAND and writes one line of name=value words to FILE (default
- * standard error): status (its exit code, or 128 + signal), wall_ms and
+ * standard error): status (its exit code, or 128 + signal), wall_ms,
  * maxrss_kb (the largest resident set of the command and its waited-for
- * children, from wait4()). With -t (root: tracefs), the command's whole
+ * children, from wait4()) and user_ms / sys_ms (the CPU time of the command
+ * and its waited-for children, user and kernel, from wait4(): the work a
+ * fixed-work program did, which on a shared machine moves less with other
+ * load than its wall time does). With -t (root: tracefs), the command's whole
  * process tree is traced from its first instruction (tools/locktrace.c,
  * locktrace_run()) and the line also has:
  *   madvise, process_madvise   calls of each
@@ -277,6 +280,11 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static unsigned long long timeval_ms(const struct timeval *tv)
+{
+	return (unsigned long long)tv->tv_sec * 1000 + (unsigned long long)tv->tv_usec / 1000;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: madvx-relcount [-t] [-o FILE] [--] COMMAND [ARG...]\n"
@@ -329,8 +337,9 @@ int main(int argc, char **argv)
 		free(c);
 		return 125;
 	}
-	fprintf(out, "status=%d wall_ms=%llu maxrss_kb=%ld", exit_code(status),
-		(unsigned long long)((t1 - t0) / 1000000), ru.ru_maxrss);
+	fprintf(out, "status=%d wall_ms=%llu maxrss_kb=%ld user_ms=%llu sys_ms=%llu",
+		exit_code(status), (unsigned long long)((t1 - t0) / 1000000), ru.ru_maxrss,
+		timeval_ms(&ru.ru_utime), timeval_ms(&ru.ru_stime));
 	if (trace)
 		fprintf(out, " madvise=%llu stack_madvise=%llu process_madvise=%llu procmap_query=%llu"
 			" rel_lock_read=%llu rel_lock_write=%llu alloc_lock_read=%llu alloc_lock_write=%llu"

@@ -120,11 +120,11 @@ client_ratio()
 # acquisitions inside the release calls, from tracepoints; without root,
 # or as root with MADVX_BENCH_STRACE=1, strace counts the calls and the
 # lock columns are "-") and once untraced
-# for wall time, max RSS and the score (MADVX_BENCH_NO_TIME=1 leaves the
+# for wall time, CPU time, max RSS and the score (MADVX_BENCH_NO_TIME=1 leaves the
 # untraced run out: those columns are "-"; for a loaded machine, where
 # only the counts mean something).  Any failed run ends the benchmark.
 
-CLIENT_BENCH_HEADER=case,build,rep,madvise,stack_madvise,process_madvise,procmap_query,total,rel_lock_read,rel_lock_write,alloc_lock_read,alloc_lock_write,rel_ms,wall_ms,maxrss_kb,score
+CLIENT_BENCH_HEADER=case,build,rep,madvise,stack_madvise,process_madvise,procmap_query,total,rel_lock_read,rel_lock_write,alloc_lock_read,alloc_lock_write,rel_ms,wall_ms,maxrss_kb,score,user_ms,sys_ms
 
 # client_kv FILE NAME: the value of NAME=value in madvx-relcount's line.
 client_kv()
@@ -178,7 +178,9 @@ client_bench_count()
 	echo "$m,$s,$p,$q,$((m - ${s/-/0} + p + q)),$rr,$rw,$pr,$pw,$ms"
 }
 
-# "wall_ms,maxrss_kb,score" of one untraced run.
+# "wall_ms,maxrss_kb,score,user_ms,sys_ms" of one untraced run (the CPU
+# time of the workload's process tree: for a fixed amount of work, what
+# it cost, less moved by other load than its wall time).
 client_bench_time()
 {
 	local envs=$1 out res score=- st=0
@@ -188,7 +190,7 @@ client_bench_time()
 	"$RELCOUNT" -o "$res" env $envs "${CMD[@]}" >"$out" 2>&1 || st=$?
 	((st == 0)) || { tail -n5 "$out" >&2; die "${CMD[*]} ($envs) failed: status $st"; }
 	! declare -F client_bench_score >/dev/null || score=$(client_bench_score "$out")
-	echo "$(client_kv "$res" wall_ms),$(client_kv "$res" maxrss_kb),$score"
+	echo "$(client_kv "$res" wall_ms),$(client_kv "$res" maxrss_kb),$score,$(client_kv "$res" user_ms),$(client_kv "$res" sys_ms)"
 	rm -f "$out" "$res"
 }
 
@@ -211,7 +213,7 @@ client_bench()
 				IFS='|' read -r bname benv <<<"$b"
 				client_bench_cmd "$cname" "$bname"
 				counts=$(client_bench_count "$cenv $benv") || exit 1
-				times=-,-,-
+				times=-,-,-,-,-
 				[[ ${MADVX_BENCH_NO_TIME:-0} == 1 ]] ||
 					times=$(client_bench_time "$cenv $benv") || exit 1
 				echo "$cname,$bname,$r,$counts,$times" >>"$csv"
@@ -245,20 +247,24 @@ client_bench_table()
 		for (k in col)
 			if (col[k] > 3 && $col[k] != "-")
 				vals[cell, k] = vals[cell, k] " " $col[k]
+		# CPU time, user + kernel, of each run (CSVs before the two
+		# columns existed have none)
+		if (("user_ms" in col) && $col["user_ms"] != "-" && $col["user_ms"] != "")
+			vals[cell, "cpu_ms"] = vals[cell, "cpu_ms"] " " ($col["user_ms"] + $col["sys_ms"])
 		if ($col["score"] != "-")
 			scored = 1
 	}
 	END {
-		printf "| case | build | madvise | of it thread stacks | process_madvise | PROCMAP_QUERY | total | vs ref | release mmap_lock r/w | of it in allocator calls r/w | ms in release calls | vs ref | wall ms | vs ref | max RSS MiB | vs ref |%s\n", \
+		printf "| case | build | madvise | of it thread stacks | process_madvise | PROCMAP_QUERY | total | vs ref | release mmap_lock r/w | of it in allocator calls r/w | ms in release calls | vs ref | wall ms | vs ref | CPU ms | vs ref | max RSS MiB | vs ref |%s\n", \
 			scored ? " score | vs ref |" : ""
-		printf "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|%s\n", scored ? "---|---|" : ""
+		printf "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|%s\n", scored ? "---|---|" : ""
 		for (i = 1; i <= ncell; i++) {
 			split(order[i], cb, SUBSEP)
 			r = cb[1] SUBSEP ref[cb[1]]
 			c = order[i]
 			rss = med(c SUBSEP "maxrss_kb")
 			rrss = med(r SUBSEP "maxrss_kb")
-			line = sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s/%s | %s/%s | %s | %s | %s | %s | %s | %s |", cb[1], cb[2], \
+			line = sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s/%s | %s/%s | %s | %s | %s | %s | %s | %s | %s | %s |", cb[1], cb[2], \
 				med(c SUBSEP "madvise"), med(c SUBSEP "stack_madvise"), \
 				med(c SUBSEP "process_madvise"), med(c SUBSEP "procmap_query"), \
 				med(c SUBSEP "total"), ratio(med(c SUBSEP "total"), med(r SUBSEP "total")), \
@@ -266,20 +272,21 @@ client_bench_table()
 				med(c SUBSEP "alloc_lock_read"), med(c SUBSEP "alloc_lock_write"), \
 				med(c SUBSEP "rel_ms"), ratio(med(c SUBSEP "rel_ms"), med(r SUBSEP "rel_ms")), \
 				med(c SUBSEP "wall_ms"), ratio(med(c SUBSEP "wall_ms"), med(r SUBSEP "wall_ms")), \
+				med(c SUBSEP "cpu_ms"), ratio(med(c SUBSEP "cpu_ms"), med(r SUBSEP "cpu_ms")), \
 				rss == "-" ? "-" : sprintf("%.1f", rss / 1024), ratio(rss, rrss))
 			if (scored)
 				line = line sprintf(" %s | %s |", med(c SUBSEP "score"), \
 					ratio(med(c SUBSEP "score"), med(r SUBSEP "score")))
 			print line
-			rows[i] = sprintf("%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s", cb[1], cb[2], med(c SUBSEP "madvise"), \
+			rows[i] = sprintf("%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s", cb[1], cb[2], med(c SUBSEP "madvise"), \
 				med(c SUBSEP "stack_madvise"), \
 				med(c SUBSEP "process_madvise"), med(c SUBSEP "procmap_query"), med(c SUBSEP "total"), \
 				med(c SUBSEP "rel_lock_read"), med(c SUBSEP "rel_lock_write"), \
 				med(c SUBSEP "alloc_lock_read"), med(c SUBSEP "alloc_lock_write"), med(c SUBSEP "rel_ms"), \
-				med(c SUBSEP "wall_ms"), rss, med(c SUBSEP "score"))
+				med(c SUBSEP "wall_ms"), rss, med(c SUBSEP "score"), med(c SUBSEP "cpu_ms"))
 		}
 		print ""
-		print "CSV (medians): case,build,madvise,stack_madvise,process_madvise,procmap_query,total,rel_lock_read,rel_lock_write,alloc_lock_read,alloc_lock_write,rel_ms,wall_ms,maxrss_kb,score"
+		print "CSV (medians): case,build,madvise,stack_madvise,process_madvise,procmap_query,total,rel_lock_read,rel_lock_write,alloc_lock_read,alloc_lock_write,rel_ms,wall_ms,maxrss_kb,score,cpu_ms"
 		for (i = 1; i <= ncell; i++)
 			print rows[i]
 	}' "$1"
