@@ -4,7 +4,8 @@
 # what the test kernel runs for `kernel/run clients`): on a payload of tiny
 # programs whose results are known, a patched failure is NEW unless stock
 # fails the same test (of the configuration, or of the one a patched-only
-# configuration names), a missing result fails the run, and the exit status
+# configuration names; STOCKFAIL when it does, STOCKONLY for a test only
+# stock fails), a missing result fails the run, and the exit status
 # is 1 exactly when something is new or missing.  Runs on the host's sh.
 set -uo pipefail
 runner=$1
@@ -57,7 +58,7 @@ echo c >"$t/clients/order"
 echo fixture >"$t/clients/libmadvx"
 echo "the runner's fixture" >"$t/clients/c/about"
 echo 77 >"$t/clients/c/skipcode"
-printf '%s\n' "ok okp" "skip skipp" "both bothp" "bad badp" >"$t/clients/c/tests"
+printf '%s\n' "ok okp" "skip skipp" "both bothp" "bad badp" "sonly sonlyp" >"$t/clients/c/tests"
 for b in stock patched; do
 	prog "$b" okp 0
 	prog "$b" skipp 77
@@ -65,24 +66,27 @@ for b in stock patched; do
 done
 prog stock badp 0
 prog patched badp 3
+prog stock sonlyp 1
+prog patched sonlyp 0
 
 pack "all|stock patched||*" "po|patched||*|all"
 expect 1 "a patched-only failure" \
 	"NEW c all bad" "STOCKFAIL c all both" "NEW c po bad" "STOCKFAIL c po both" \
-	"CLIENTS pass=4 skip=3 fail=5 expected=12 new=2 stockfail=2"
+	"STOCKONLY c all sonly" "STOCKONLY c po sonly" \
+	"CLIENTS pass=6 skip=3 fail=6 expected=15 new=2 stockfail=2"
 grep -q "^NEW c all both" "$t/out" && { echo "FAIL: a test failing in stock too is counted new"; fail=1; }
 
 prog patched badp 0
 pack "all|stock patched||*" "po|patched||*|all"
 expect 0 "failures that stock shares" \
 	"STOCKFAIL c all both" "STOCKFAIL c po both" \
-	"CLIENTS pass=6 skip=3 fail=3 expected=12 new=0 stockfail=2"
+	"CLIENTS pass=8 skip=3 fail=4 expected=15 new=0 stockfail=2"
 
 # A patched-only configuration without a stock run to compare with: every
 # failure is new.
 pack "po|patched||*|all" "alone|patched||ok|"
 expect 1 "no stock run to compare with" "NEW c po both" \
-	"CLIENTS pass=3 skip=1 fail=1 expected=5 new=1 stockfail=0"
+	"CLIENTS pass=4 skip=1 fail=1 expected=6 new=1 stockfail=0"
 
 # A program that is missing is a failure (rc 127), new unless stock's is too.
 rm "$t/clients/c/patched/okp"

@@ -37,6 +37,7 @@
 # does not hold on this machine or kernel), printed, not the patch's.
 #   NEW <client> <config> <test>          a failure the patch brings
 #   STOCKFAIL <client> <config> <test>    failing in stock too
+#   STOCKONLY <client> <config> <test>    failing in stock only (noted)
 # At the end
 #   CLIENTS pass=N skip=N fail=N expected=N new=N stockfail=N
 # Exits 1 on a NEW failure or when a result is missing (pass + skip +
@@ -149,8 +150,8 @@ run_build()
 	rm -rf "$rb_work" "$rb_work.tests"
 }
 
-# compare client config stock-results patched-results: the NEW and
-# STOCKFAIL lines of one configuration, on stdout and into $D/verdicts.
+# compare client config stock-results patched-results: the NEW, STOCKFAIL
+# and STOCKONLY lines of one configuration, on stdout and into $D/verdicts.
 # Without a stock run (a file of none) every patched failure is new.
 compare()
 {
@@ -160,8 +161,12 @@ compare()
 	# second one too, and every failure would be taken for stock's.)
 	awk -v c="$1" -v cfg="$2" -v ref="$3" '
 		FILENAME == ref { st[$5] = $6; if ($6 == "FAIL") old[$5] = 1; next }
+		{ now[$5] = $6 }
 		$6 == "FAIL" && st[$5] != "FAIL" { print "NEW " c " " cfg " " $5 }
-		END { for (t in old) print "STOCKFAIL " c " " cfg " " t }' \
+		END {
+			for (t in old)
+				print (now[t] == "FAIL" ? "STOCKFAIL " : "STOCKONLY ") c " " cfg " " t
+		}' \
 		"$3" "$4" | tee -a "$D/verdicts"
 }
 
