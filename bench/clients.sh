@@ -27,7 +27,9 @@
 # Every cell: a run traced by bench/madvx-relcount (as root: madvise,
 # process_madvise and PROCMAP_QUERY calls of the whole process tree, and
 # the mmap_lock acquisitions inside the release calls; strace counts without
-# root) and an untraced run (wall time, max RSS, and the workload's own
+# root) and an untraced run (wall time, CPU time - user + kernel, of the
+# workload's process tree: for a fixed amount of work, what it cost, less
+# moved by other load than wall time -, max RSS, and the workload's own
 # score where it has one: larson ops/s and xmalloc-test frees/s, which run
 # for a fixed time, and rptest's memory operations per second of work). REPS (default 3) interleaved repetitions, medians.  Prints a
 # table and CSV rows; every run in WORK/clients.csv.

@@ -18,7 +18,9 @@
 #   client_ratio A B                A / B as "0.48x" (0.00x when B is 0)
 #   client_bench CSV REPS           measure every case of CASES with every
 #                                   build of BUILDS, REPS times interleaved
-#   client_bench_table CSV          the table and median rows of that CSV
+#   client_bench_table CSV          the table and median rows of that CSV,
+#                                   then client_bench_reps CSV
+#   client_bench_reps CSV           per-repetition ratios of that CSV
 
 log() { printf '[%s %s] %s\n' "$CLIENT" "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { printf '[%s] ERROR: %s\n' "$CLIENT" "$*" >&2; exit 1; }
@@ -289,5 +291,82 @@ client_bench_table()
 		print "CSV (medians): case,build,madvise,stack_madvise,process_madvise,procmap_query,total,rel_lock_read,rel_lock_write,alloc_lock_read,alloc_lock_write,rel_ms,wall_ms,maxrss_kb,score,cpu_ms"
 		for (i = 1; i <= ncell; i++)
 			print rows[i]
+	}' "$1"
+	client_bench_reps "$1"
+}
+
+# Per repetition: each build over the case's first build in the same
+# repetition (the runs of one repetition are side by side, so drift in the
+# machine's load cancels), for the release calls, wall time, CPU time and
+# score: the geometric mean of the ratios, its 95% bootstrap interval
+# (2,000 resamples of the repetitions, fixed seed: the same CSV gives the
+# same figures) and in how many repetitions the build's value was higher.
+# Repetitions where either value is missing or 0 are left out.
+client_bench_reps()
+{
+	awk -F, '
+	function shellsort(a, n,   gap, i, j, t) {	# no recursion: the mawk stack is small
+		for (gap = int(n / 2); gap > 0; gap = int(gap / 2))
+			for (i = gap + 1; i <= n; i++) {
+				t = a[i]
+				for (j = i; j > gap && a[j - gap] > t; j -= gap)
+					a[j] = a[j - gap]
+				a[j] = t
+			}
+	}
+	NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+	{
+		cell = $1 SUBSEP $2
+		if (!(cell in seen)) { seen[cell] = 1; order[++ncell] = cell }
+		if (!($1 in ref)) ref[$1] = $2
+		reps[$3] = 1
+		v[cell, $3, "total"] = $col["total"]
+		v[cell, $3, "wall_ms"] = $col["wall_ms"]
+		v[cell, $3, "score"] = $col["score"]
+		if (("user_ms" in col) && $col["user_ms"] != "-" && $col["user_ms"] != "")
+			v[cell, $3, "cpu_ms"] = $col["user_ms"] + $col["sys_ms"]
+	}
+	END {
+		nm = split("total wall_ms cpu_ms score", metric, " ")
+		name["total"] = "release calls"; name["wall_ms"] = "wall time"
+		name["cpu_ms"] = "CPU time"; name["score"] = "score"
+		srand(1)
+		nrow = 0
+		for (i = 1; i <= ncell; i++) {
+			split(order[i], cb, SUBSEP)
+			if (cb[2] == ref[cb[1]]) continue
+			rc = cb[1] SUBSEP ref[cb[1]]
+			for (m = 1; m <= nm; m++) {
+				n = 0; sum = 0; higher = 0
+				for (r in reps) {
+					a = v[order[i], r, metric[m]]; b = v[rc, r, metric[m]]
+					if (a == "" || b == "" || a == "-" || b == "-" || a + 0 <= 0 || b + 0 <= 0)
+						continue
+					lr[++n] = log(a / b); sum += lr[n]
+					if (a + 0 > b + 0) higher++
+				}
+				if (n == 0) continue
+				for (k = 1; k <= 2000; k++) {
+					t = 0
+					for (j = 1; j <= n; j++) t += lr[int(rand() * n) + 1]
+					bs[k] = t / n
+				}
+				shellsort(bs, 2000)
+				row[++nrow] = sprintf("%s,%s,%s,%.3f,%.3f,%.3f,%d,%d", cb[1], cb[2], metric[m], \
+					exp(sum / n), exp(bs[50]), exp(bs[1951]), higher, n)
+				line[nrow] = sprintf("| %s | %s | %s | %.2fx | %.2f-%.2fx | %d of %d |", cb[1], cb[2], \
+					name[metric[m]], exp(sum / n), exp(bs[50]), exp(bs[1951]), higher, n)
+			}
+		}
+		if (nrow == 0) exit
+		print ""
+		print "Per repetition (over the first build in the same repetition):"
+		print ""
+		print "| case | build | measure | geometric mean | 95% interval | higher |"
+		print "|---|---|---|---|---|---|"
+		for (i = 1; i <= nrow; i++) print line[i]
+		print ""
+		print "CSV (per repetition): case,build,metric,geomean,lo95,hi95,higher,reps"
+		for (i = 1; i <= nrow; i++) print row[i]
 	}' "$1"
 }
