@@ -225,11 +225,23 @@ client_bench()
 	done
 }
 
+# An awk function for the table and the per-repetition figures: the CPU
+# time of the current row, user + kernel, or "" where there is none (a CSV
+# from before the two columns existed, or a run that recorded none).
+# shellcheck disable=SC2016 # awk code: $col is awk's, not the shell's
+CLIENT_AWK_CPU_MS='
+	function cpu_ms() {
+		if (!("user_ms" in col) || $col["user_ms"] == "-" || $col["user_ms"] == "")
+			return ""
+		return $col["user_ms"] + $col["sys_ms"]
+	}
+'
+
 # Medians per case and build (the lower one of an even count: a measured
 # value; "-" when nothing was measured), ratios to the case's first build.
 client_bench_table()
 {
-	awk -F, '
+	awk -F, "$CLIENT_AWK_CPU_MS"'
 	function med(key,   n, i, j, t, v) {
 		n = split(vals[key], v, " ")
 		for (i = 2; i <= n; i++)
@@ -249,10 +261,8 @@ client_bench_table()
 		for (k in col)
 			if (col[k] > 3 && $col[k] != "-")
 				vals[cell, k] = vals[cell, k] " " $col[k]
-		# CPU time, user + kernel, of each run (CSVs before the two
-		# columns existed have none)
-		if (("user_ms" in col) && $col["user_ms"] != "-" && $col["user_ms"] != "")
-			vals[cell, "cpu_ms"] = vals[cell, "cpu_ms"] " " ($col["user_ms"] + $col["sys_ms"])
+		if ((c = cpu_ms()) != "")
+			vals[cell, "cpu_ms"] = vals[cell, "cpu_ms"] " " c
 		if ($col["score"] != "-")
 			scored = 1
 	}
@@ -304,7 +314,7 @@ client_bench_table()
 # Repetitions where either value is missing or 0 are left out.
 client_bench_reps()
 {
-	awk -F, '
+	awk -F, "$CLIENT_AWK_CPU_MS"'
 	function shellsort(a, n,   gap, i, j, t) {	# no recursion: the mawk stack is small
 		for (gap = int(n / 2); gap > 0; gap = int(gap / 2))
 			for (i = gap + 1; i <= n; i++) {
@@ -323,8 +333,8 @@ client_bench_reps()
 		v[cell, $3, "total"] = $col["total"]
 		v[cell, $3, "wall_ms"] = $col["wall_ms"]
 		v[cell, $3, "score"] = $col["score"]
-		if (("user_ms" in col) && $col["user_ms"] != "-" && $col["user_ms"] != "")
-			v[cell, $3, "cpu_ms"] = $col["user_ms"] + $col["sys_ms"]
+		if ((c = cpu_ms()) != "")
+			v[cell, $3, "cpu_ms"] = c
 	}
 	END {
 		nm = split("total wall_ms cpu_ms score", metric, " ")
