@@ -20,7 +20,9 @@
  *                        the first spanning two VMAs, writers meanwhile
  *   uring             4  IORING_OP_MADVISE(DONTNEED), one page per request:
  *                        latency at queue depth 1 and CPU per request in
- *                        batches of 256, plain and with IOSQE_ASYNC (io-wq)
+ *                        batches of 256, plain and with IOSQE_ASYNC (io-wq),
+ *                        and the baseline nop_sync (an IORING_OP_NOP round
+ *                        trip plus madvise() of the page in the submitter)
  *   uffd_dontneed     5  MADV_DONTNEED of 16 pages of a userfaultfd (MISSING)
  *                        VMA, refilled by UFFDIO_COPY between calls, writers
  *   remote_cold       6  process_madvise(MADV_COLD) of a child's 1024 VMAs,
@@ -351,15 +353,30 @@ static int run_vector(void)
 
 /* ---- uring: IORING_OP_MADVISE(DONTNEED), one page per request -------- */
 
-static void uring_submit(struct io_uring *ring, char *p, size_t n, unsigned int flags)
+/*
+ * How a request is done: as IORING_OP_MADVISE (plain: inline with patch 4,
+ * io-wq without it; or IOSQE_ASYNC: io-wq always), or as the baseline
+ * "nop_sync": an IORING_OP_NOP round trip, which completes inline on every
+ * kernel, followed by madvise() of the same page in the submitting thread.
+ * nop_sync is what the inline path costs at most, measurable on a kernel
+ * without patch 4, so the io-wq detour can be priced against it there too.
+ */
+enum uring_how { URING_PLAIN, URING_ASYNC, URING_NOP_SYNC };
+
+static void uring_round(struct io_uring *ring, char *p, size_t n, enum uring_how how)
 {
 	struct io_uring_cqe *cqe;
 
 	for (size_t i = 0; i < n; i++) {
 		struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
 
+		if (how == URING_NOP_SYNC) {
+			io_uring_prep_nop(sqe);
+			continue;
+		}
 		io_uring_prep_madvise(sqe, p + i * PG, PG, MADV_DONTNEED);
-		sqe->flags |= flags;
+		if (how == URING_ASYNC)
+			sqe->flags |= IOSQE_ASYNC;
 	}
 	if (io_uring_submit_and_wait(ring, n) != (int)n)
 		die("io_uring_submit_and_wait");
@@ -368,14 +385,19 @@ static void uring_submit(struct io_uring *ring, char *p, size_t n, unsigned int 
 			die("io_uring_wait_cqe");
 		if (cqe->res) {
 			errno = -cqe->res;
-			die("IORING_OP_MADVISE");
+			die(how == URING_NOP_SYNC ? "IORING_OP_NOP" : "IORING_OP_MADVISE");
 		}
 		io_uring_cqe_seen(ring, cqe);
 	}
+	if (how != URING_NOP_SYNC)
+		return;
+	for (size_t i = 0; i < n; i++)
+		if (madvise(p + i * PG, PG, MADV_DONTNEED))
+			die("madvise");
 }
 
 /* Queue depth 1: submit one request, wait for its CQE; latency each. */
-static void uring_latency(struct io_uring *ring, char *p, unsigned int flags,
+static void uring_latency(struct io_uring *ring, char *p, enum uring_how how,
 			  const char *what)
 {
 	struct samples *s = samples_new();
@@ -387,7 +409,7 @@ static void uring_latency(struct io_uring *ring, char *p, unsigned int flags,
 
 		p[0] = 1;
 		t0 = now_ns();
-		uring_submit(ring, p, 1, flags);
+		uring_round(ring, p, 1, how);
 		samples_add(s, now_ns() - t0);
 	}
 	put_latency(what, s);
@@ -395,7 +417,7 @@ static void uring_latency(struct io_uring *ring, char *p, unsigned int flags,
 }
 
 /* Batches of URING_QD: process CPU (io-wq included) and io-wq punts. */
-static void uring_cpu(struct io_uring *ring, char *p, unsigned int flags, const char *what)
+static void uring_cpu(struct io_uring *ring, char *p, enum uring_how how, const char *what)
 {
 	long batches = cfg.calls / URING_QD > 4 ? cfg.calls / URING_QD : 4;
 	uint64_t cpu = 0, wall = 0;
@@ -410,7 +432,7 @@ static void uring_cpu(struct io_uring *ring, char *p, unsigned int flags, const 
 		trace_on();
 		c0 = process_cpu_ns();
 		t0 = now_ns();
-		uring_submit(ring, p, URING_QD, flags);
+		uring_round(ring, p, URING_QD, how);
 		wall += now_ns() - t0;
 		cpu += process_cpu_ns() - c0;
 		trace_off();
@@ -440,10 +462,12 @@ static int run_uring(void)
 		skip("io_uring_queue_init");
 		return 0;
 	}
-	uring_latency(&ring, p, 0, "inline");
-	uring_latency(&ring, p, IOSQE_ASYNC, "async");
-	uring_cpu(&ring, p, 0, "inline");
-	uring_cpu(&ring, p, IOSQE_ASYNC, "async");
+	uring_latency(&ring, p, URING_PLAIN, "inline");
+	uring_latency(&ring, p, URING_ASYNC, "async");
+	uring_latency(&ring, p, URING_NOP_SYNC, "nop_sync");
+	uring_cpu(&ring, p, URING_PLAIN, "inline");
+	uring_cpu(&ring, p, URING_ASYNC, "async");
+	uring_cpu(&ring, p, URING_NOP_SYNC, "nop_sync");
 	io_uring_queue_exit(&ring);
 	return 0;
 }
@@ -701,7 +725,7 @@ static const struct scenario scenarios[] = {
 	  "process_madvise(DONTNEED) of 1024 one-page entries, the first spanning two VMAs; writers",
 	  run_vector },
 	{ "uring", "4",
-	  "IORING_OP_MADVISE(DONTNEED) of one page: depth-1 latency, CPU per request in batches of 256; inline vs IOSQE_ASYNC",
+	  "IORING_OP_MADVISE(DONTNEED) of one page: depth-1 latency, CPU per request in batches of 256; inline vs IOSQE_ASYNC vs nop_sync (IORING_OP_NOP + madvise() in the submitter: the inline cost, on any kernel)",
 	  run_uring },
 	{ "uffd_dontneed", "5",
 	  "MADV_DONTNEED of 16 pages of a userfaultfd (MISSING) VMA, refilled by UFFDIO_COPY; writers",
