@@ -6,11 +6,13 @@
                                             HEAD (git apply --index; author, date,
                                             subject, message and the version notes
                                             below the message's "---")
-  kernel/series.py export TREE BASE OUTDIR  git format-patch BASE..HEAD, then the
-                                            SPDX line after the first "---" and
+  kernel/series.py export TREE BASE OUTDIR  git format-patch BASE..HEAD, then
                                             git's own "---" (before the diffstat)
-                                            made a blank line, as patches/LICENSE
-                                            and git mailinfo want
+                                            made a blank line, so that notes and
+                                            diffstat are one part for git mailinfo;
+                                            no SPDX line: the files' licence is
+                                            patches/LICENSE's, and a posted patch
+                                            carries none
 
 TREE: a git tree of pristine 7.3.4 (kernel/run's patched tree has the tag
 madvx-base), with core.abbrev 7 so the index lines keep their width.
@@ -33,15 +35,16 @@ def parse(path):
             key, _, v = line.partition(':')
             hdr[key] = v.strip()
     subj = re.sub(r'^\[PATCH[^\]]*\]\s*', '', hdr['Subject'])
-    # body up to the diffstat; the file has: body, ---, SPDX, blank, notes, blank, diffstat
+    # body up to the diffstat; the file has: body, ---, notes, blank, diffstat
+    # (files of earlier revisions: an SPDX line and a blank one before the notes)
     lines = rest.split('\n')
     i = lines.index('---')
     body = lines[:i]
     j = i + 1
-    assert lines[j].startswith('SPDX-License-Identifier'), path
-    j += 1
-    if lines[j] == '':
+    if lines[j].startswith('SPDX-License-Identifier'):
         j += 1
+        if lines[j] == '':
+            j += 1
     # notes end at the diffstat: a line ' path | N +-' ... find first line matching diffstat
     k = j
     while k < len(lines) and not re.match(r'^ \S.*\|\s+\d+', lines[k]):
@@ -79,9 +82,6 @@ def do_export(tree, base, out):
         idx = [n for n, l in enumerate(lines) if l == '---']
         if len(idx) >= 2:
             lines[idx[1]] = ''
-            lines[idx[0] + 1:idx[0] + 1] = ['SPDX-License-Identifier: GPL-2.0-only', '']
-        else:
-            lines[idx[0] + 1:idx[0] + 1] = ['SPDX-License-Identifier: GPL-2.0-only', '']
         open(f, 'w').write('\n'.join(lines))
         print(f)
 
