@@ -152,7 +152,9 @@ variant_srcdir()
 # git am --no-3way) and committed with its own message. Prints the tip.
 commit_series()
 {
-	local tree=$1 idx="$1/.git/madvx-series-index" commit p n=0 msg info subject
+	# A private index per process: callers holding the tree lock shared
+	# (kernel/run tagged) may commit the series at the same time.
+	local tree=$1 idx="$1/.git/madvx-series-index.$$" commit p n=0 msg info subject
 	commit=$(git -C "$tree" rev-parse madvx-base)
 	msg=$(mktemp) info=$(mktemp)
 	GIT_INDEX_FILE=$idx git -C "$tree" read-tree madvx-base

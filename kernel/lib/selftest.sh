@@ -39,12 +39,12 @@ selftest_case()
 
 cmd_selftest()
 {
-	local k=base bad=0 c cases=(pass silence patch fail warn regress evidence sanitizer)
+	local k=base bad=0 c cases=(pass silence patch fail warn regress evidence sanitizer tagged)
 	while (($#)); do
 		case $1 in
 		--kernel) k=$2; shift ;;
 		--kernel=*) k=${1#*=} ;;
-		pass | silence | patch | fail | warn | regress | evidence | sanitizer) cases=("$@"); break ;;
+		pass | silence | patch | fail | warn | regress | evidence | sanitizer | tagged) cases=("$@"); break ;;
 		*) die "selftest: unknown argument $1" ;;
 		esac
 		shift
@@ -82,6 +82,8 @@ cmd_selftest()
 			selftest_case evidence 0 'evidence check: ok' "$KDIR/run" evidence check || bad=1 ;;
 		sanitizer)
 			selftest_sanitizer || bad=1 ;;
+		tagged)
+			selftest_tagged || bad=1 ;;
 		esac
 	done
 	if ((bad)); then
@@ -146,5 +148,29 @@ selftest_sanitizer()
 	selftest_case sanitizer-clean 0 'RESULT: PASS' judge "$d" "$d/expected" clean || bad=1
 	selftest_case sanitizer-kcsan 1 'splat.*|BUG: KCSAN: data-race' judge "$d" "$d/expected" race || bad=1
 	selftest_case sanitizer-lost 1 'Kernel Concurrency Sanitizer' judge "$d" "$d/expected" lost || bad=1
+	return $bad
+}
+
+# kernel/run tagged's verdict on synthetic serial logs of the arm64 guest:
+# the program's PASS line alone passes; a lockdep report beside it, its FAIL
+# line, or no line at all (a crash) fails.
+selftest_tagged()
+{
+	local d="$ST_DIR/tagged" k bad=0
+	local -a boot=("Booting Linux on physical CPU 0x0000000000 [0x000f0510]"
+		"Kernel command line: console=ttyAMA0 brd.rd_size=65536 panic=-1"
+		"tagged-remote: ok: swapon of a 64 MiB brd device")
+	rm -rf "$d"
+	mkdir -p "$d"
+	printf '%s\n' "${boot[@]}" "TAGGED-RESULT PASS 0" "reboot: Power down" >"$d/pass.serial"
+	printf '%s\n' "${boot[@]}" "WARNING: possible circular locking dependency detected" \
+		"TAGGED-RESULT PASS 0" >"$d/lockdep.serial"
+	printf '%s\n' "${boot[@]}" "tagged-remote: FAIL: every page of the tagged vector went to swap" \
+		"TAGGED-RESULT FAIL 1" >"$d/fail.serial"
+	printf '%s\n' "${boot[@]}" >"$d/crash.serial"
+	selftest_case tagged-pass 0 'tagged: PASS' tagged_judge "$d/pass.serial" "$d/pass.splats" || bad=1
+	for k in lockdep fail crash; do
+		selftest_case "tagged-$k" 1 'tagged: FAIL' tagged_judge "$d/$k.serial" "$d/$k.splats" || bad=1
+	done
 	return $bad
 }

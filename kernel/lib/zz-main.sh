@@ -79,6 +79,12 @@ usage: kernel/run [COMMAND] [OPTIONS]
                                boot the cached base and patched kernels
                                under TCG, --quick in each, compare
               check            compare on the fixture rows (no boot)
+  tagged    [--kernels LIST]  a process_madvise() vector of TBI-tagged
+                              addresses on another process, on arm64
+                              kernels (tinyconfig + lockdep, base and
+                              patched by default) under qemu-system-aarch64
+                              (issue 21: patch 7's untag path, which x86
+                              cannot run)
   fetch     [--refresh]       download + extract the source package
   coldcheck [--reps N]        the cold path (private lists, index check,
                               extract, first configure) in a scratch cache
@@ -494,6 +500,7 @@ main()
 	w1configs) cmd_fetch; cmd_w1configs "$@" ;;
 	parse) cmd_parse "$@" ;;
 	evidence) cmd_evidence "$@" ;;
+	tagged) cmd_deps; cmd_fetch; cmd_tagged "$@" ;;
 	-h | --help | help) usage ;;
 	*) usage >&2; die "unknown command $cmd" ;;
 	esac
