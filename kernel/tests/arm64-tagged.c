@@ -9,9 +9,11 @@
  * 16 even pages are 16 one-page VMAs; the parent sends one vector of their
  * addresses with tag 0x5a in the top byte: first without the tagged
  * address ABI (import_iovec() must refuse it: -EFAULT), then with
- * PR_TAGGED_ADDR_ENABLE: MADV_COLD must advise the whole vector, and
- * MADV_PAGEOUT must page every page out (a brd swap device; read through
- * the child's pagemap), after which the child reads its data back.
+ * PR_TAGGED_ADDR_ENABLE: a one-entry vector (import_iovec() keeps it in
+ * the iterator itself, ITER_UBUF) must page its VMA's page out, MADV_COLD
+ * must advise the whole vector, and MADV_PAGEOUT must page every page out
+ * (a brd swap device; read through the child's pagemap), after which the
+ * child reads its data back.
  * Both run on CPU 0 (see main()).
  */
 #define _GNU_SOURCE
@@ -78,8 +80,8 @@ static int setup_swap(void)
 	return swapon("/dev/ram0", 0);
 }
 
-/* Pages of the child's 16 VMAs present / swapped, from its pagemap. */
-static void child_pages(pid_t pid, char *base, int *present, int *swapped)
+/* Pages of the child's first n VMAs present / swapped, from its pagemap. */
+static void child_pages(pid_t pid, char *base, int n, int *present, int *swapped)
 {
 	char path[64];
 	uint64_t e;
@@ -91,7 +93,7 @@ static void child_pages(pid_t pid, char *base, int *present, int *swapped)
 	if (fd < 0)
 		return;
 	*present = *swapped = 0;
-	for (i = 0; i < NVMA; i++) {
+	for (i = 0; i < n; i++) {
 		uintptr_t a = (uintptr_t)base + 2 * i * PG;
 
 		if (pread(fd, &e, sizeof(e), a / PG * sizeof(e)) != sizeof(e)) {
@@ -172,6 +174,17 @@ int main(void)
 
 	check(prctl(PR_SET_TAGGED_ADDR_CTRL, PR_TAGGED_ADDR_ENABLE, 0, 0, 0) == 0,
 	      "prctl(PR_SET_TAGGED_ADDR_CTRL, PR_TAGGED_ADDR_ENABLE)");
+	calls = 0;
+	do {
+		ret = syscall(SYS_process_madvise, pidfd, iov, 1, MADV_PAGEOUT, 0);
+		calls++;
+		child_pages(pid, base, 1, &present, &swapped);
+	} while (ret == (ssize_t)PG && present > 0 && calls < 4);
+	printf("tagged-remote: MADV_PAGEOUT of one tagged entry: %zd; after %d call(s) %d present, %d swapped\n",
+	       ret, calls, present, swapped);
+	check(ret == (ssize_t)PG && present == 0 && swapped == 1,
+	      "a one-entry tagged vector pages its page out");
+
 	ret = syscall(SYS_process_madvise, pidfd, iov, NVMA, MADV_COLD, 0);
 	printf("tagged-remote: MADV_COLD of 16 tagged one-page VMAs: %zd\n", ret);
 	check(ret == (ssize_t)(NVMA * PG), "MADV_COLD advises the whole tagged vector");
@@ -180,7 +193,7 @@ int main(void)
 	do {
 		ret = syscall(SYS_process_madvise, pidfd, iov, NVMA, MADV_PAGEOUT, 0);
 		calls++;
-		child_pages(pid, base, &present, &swapped);
+		child_pages(pid, base, NVMA, &present, &swapped);
 	} while (ret == (ssize_t)(NVMA * PG) && present > 0 && calls < 4);
 	printf("tagged-remote: MADV_PAGEOUT of 16 tagged one-page VMAs: %zd; after %d call(s) %d present, %d swapped\n",
 	       ret, calls, present, swapped);
