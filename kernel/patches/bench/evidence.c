@@ -358,7 +358,7 @@ static int run_vector(void)
  * io-wq without it; or IOSQE_ASYNC: io-wq always), or as the baseline
  * "nop_sync": an IORING_OP_NOP round trip, which completes inline on every
  * kernel, followed by madvise() of the same page in the submitting thread.
- * nop_sync is what the inline path costs at most, measurable on a kernel
+ * nop_sync should bound what the inline path costs, measurable on a kernel
  * without patch 4, so the io-wq detour can be priced against it there too.
  */
 enum uring_how { URING_PLAIN, URING_ASYNC, URING_NOP_SYNC };
