@@ -326,7 +326,8 @@ MADVX_API int madvx_kernel_info_get(struct madvx_kernel_info *info);
  * flush has returned, any number of threads may call madvx_batch_results(),
  * madvx_batch_pending() and madvx_batch_stats() on it at once.
  *
- * Signals: madvx_batch_add(), madvx_batch_add_flags(), madvx_batch_flush(),
+ * Signals: madvx_batch_add(), madvx_batch_add_flags(), madvx_batch_cancel(),
+ * madvx_batch_flush(),
  * madvx_batch_results(), madvx_batch_pending(), madvx_batch_seq(),
  * madvx_batch_stats() and madvx_stats_get() are async-signal-safe on a
  * batch that no code the signal interrupted is using, once the process
@@ -485,6 +486,27 @@ MADVX_API int madvx_batch_add_flags(struct madvx_batch *batch, void *addr, size_
 MADVX_API uint64_t madvx_batch_seq(const struct madvx_batch *batch);
 
 /*
+ * madvx_batch_cancel - take [addr, addr + len) out of the queued hints, for
+ * an allocator that hands out a range whose release is still pending: the
+ * range is reused instead, with no flush (its DONTNEED never lands, no
+ * refault follows; its contents are what they were, so an allocator that
+ * counts on released memory reading as zero must not count on it here).
+ * A hint inside the range is dropped, one the range overlaps at its start
+ * or end is trimmed to the part outside; the flush reports a dropped hint
+ * with len 0 and a trimmed one with the part left (addr, len, done), both
+ * under their seq, and neither as a failure. Returns the number of hints
+ * dropped or trimmed (0: nothing queued there; counted in
+ * madvx_stats.cancelled), -EINVAL (NULL batch; @addr unaligned or the
+ * range wrapping, as for madvx_batch_add()), or -EBUSY when a hint holds
+ * the range strictly inside it (taking it out would make two hints of
+ * one): then nothing changed - flush before reusing the range, or cancel
+ * a range that reaches the hint's start or end. O(pending hints); a batch
+ * belongs to one thread at a time, as for madvx_batch_add().
+ * Async-signal-safe under the same terms as madvx_batch_add().
+ */
+MADVX_API int madvx_batch_cancel(struct madvx_batch *batch, void *addr, size_t len);
+
+/*
  * madvx_batch_flush - apply every queued hint.
  * Returns 0 when every hint since the previous madvx_batch_flush() (including
  * hints applied by automatic flushes) was applied in full; otherwise the err
@@ -531,6 +553,7 @@ struct madvx_stats {
 	uint64_t errors[64];
 	uint64_t vma_skipped;		/* entries planned without a look-up: MADVX_HINT_ONE_VMA,
 					 * or a flush's only hint guessed to lie in one VMA */
+	uint64_t cancelled;		/* hints dropped or trimmed by madvx_batch_cancel() */
 };
 
 /* Counters of @batch into @st (st->size set by the caller). 0 or -EINVAL. */

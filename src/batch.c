@@ -27,7 +27,7 @@
 static struct {
 	_Atomic uint64_t hints, merged, split, flushes, syscalls, vector_entries,
 		bytes, fallback_entries, madvise_fallbacks, vma_queries, retries,
-		failed, errors[64], vma_skipped;
+		failed, errors[64], vma_skipped, cancelled;
 } gstats;
 
 /* ---- storage ---- */
@@ -268,18 +268,23 @@ static inline void track_order(struct madvx_batch *b, const struct hint_int *h)
  * unknown advice, an unaligned start, a length that rounds up past 2^64 or
  * an end that wraps are -EINVAL; everything else goes to the kernel.
  */
-static int check_hint(uintptr_t start, size_t len, int advice, int *adv_idx)
+static int check_range(uintptr_t start, size_t len)
 {
 	size_t page = madvx_page_size();
 
-	*adv_idx = madvx_advice_index(advice);
-	if (*adv_idx < 0)
-		return -EINVAL;
 	if (start & (page - 1))
 		return -EINVAL;
 	if (len > SIZE_MAX - (page - 1) || start + align_up(len, page) < start)
 		return -EINVAL;
 	return 0;
+}
+
+static int check_hint(uintptr_t start, size_t len, int advice, int *adv_idx)
+{
+	*adv_idx = madvx_advice_index(advice);
+	if (*adv_idx < 0)
+		return -EINVAL;
+	return check_range(start, len);
 }
 
 static int flush_hints(struct madvx_batch *b);
@@ -345,6 +350,79 @@ MADVX_API uint64_t madvx_batch_seq(const struct madvx_batch *b)
 	return b ? b->seq_base + b->count : 0;
 }
 
+/* ---- cancelling ---- */
+
+/*
+ * The hints of the epoch starting at @es changed their starts or lengths:
+ * have the flush sort it from freshly written items, as track_order()
+ * does once adds arrive out of plan order (a trimmed start can overtake
+ * the next hint's; an unsorted epoch's items cache the old lengths).
+ */
+static void resort_epoch(struct madvx_batch *b, uint32_t es)
+{
+	uint32_t i = es;
+
+	b->hints[es].flags |= HINT_EPOCH_UNSORTED;
+	do {
+		madvx_sort_item(b, i, madvx_sort_key(&b->hints[i]));
+	} while (++i < b->count && !(b->hints[i].flags & HINT_EPOCH_START));
+	if (es == b->epoch_start)
+		b->epoch_unsorted = true;
+}
+
+/* Take [lo, hi) out of hint @h, which overlaps it and does not hold it strictly. */
+static void cut_hint(struct hint_int *h, uint64_t lo, uint64_t hi)
+{
+	uint64_t end_added = h->start + h->len;
+
+	if (lo <= h->start && h->end <= hi) {
+		h->end = h->start;	/* dropped: a zero-length hint */
+		h->len = 0;
+	} else if (lo <= h->start) {
+		h->start = hi;		/* its head */
+		h->len = end_added - hi;
+	} else {
+		h->end = lo;		/* its tail */
+		h->len = lo - h->start;
+	}
+}
+
+MADVX_API int madvx_batch_cancel(struct madvx_batch *b, void *addr, size_t len)
+{
+	uint64_t lo = (uintptr_t)addr, hi;
+	uint32_t es = 0, dirty = UINT32_MAX;
+	int n = 0;
+
+	if (!b || check_range(lo, len))
+		return -EINVAL;
+	hi = lo + align_up(len, madvx_page_size());
+	if (hi == lo)
+		return 0;
+	/* Refuse before changing anything: a hole would need a second hint. */
+	for (uint32_t i = 0; i < b->count; i++)
+		if (b->hints[i].start < lo && hi < b->hints[i].end)
+			return -EBUSY;
+	for (uint32_t i = 0; i < b->count; i++) {
+		struct hint_int *h = &b->hints[i];
+
+		if (h->flags & HINT_EPOCH_START) {
+			if (dirty != UINT32_MAX)
+				resort_epoch(b, dirty);
+			es = i;
+			dirty = UINT32_MAX;
+		}
+		if (h->start == h->end || h->start >= hi || h->end <= lo)
+			continue;
+		cut_hint(h, lo, hi);
+		dirty = es;
+		n++;
+	}
+	if (dirty != UINT32_MAX)
+		resort_epoch(b, dirty);
+	b->st.cancelled += (uint64_t)n;
+	return n;
+}
+
 /* ---- flushing ---- */
 
 static void hint_result(const struct madvx_batch *b, uint32_t i, uint64_t seq_base,
@@ -384,6 +462,7 @@ MADVX_HOT static void publish_stats(struct madvx_batch *b)
 	atomic_fetch_add(&gstats.retries, d->retries);
 	atomic_fetch_add(&gstats.failed, d->failed);
 	atomic_fetch_add(&gstats.vma_skipped, d->vma_skipped);
+	atomic_fetch_add(&gstats.cancelled, d->cancelled);
 	for (int i = 0; i < 64; i++)
 		if (d->errors[i])
 			atomic_fetch_add(&gstats.errors[i], d->errors[i]);
@@ -584,6 +663,7 @@ MADVX_API int madvx_stats_get(struct madvx_stats *st)
 	s.retries = atomic_load(&gstats.retries);
 	s.failed = atomic_load(&gstats.failed);
 	s.vma_skipped = atomic_load(&gstats.vma_skipped);
+	s.cancelled = atomic_load(&gstats.cancelled);
 	for (int i = 0; i < 64; i++)
 		s.errors[i] = atomic_load(&gstats.errors[i]);
 	return copy_stats(st, &s);

@@ -158,7 +158,7 @@ int main(void)
 	      F(madvx_batch_opts, on_result_ctx, 64, 8),
 	      F(madvx_batch_opts, target, 72, 8));
 
-	CHECK(madvx_stats, 624,
+	CHECK(madvx_stats, 632,
 	      F(madvx_stats, size, 0, 8),
 	      F(madvx_stats, hints, 8, 8),
 	      F(madvx_stats, merged, 16, 8),
@@ -173,7 +173,8 @@ int main(void)
 	      F(madvx_stats, retries, 88, 8),
 	      F(madvx_stats, failed, 96, 8),
 	      F(madvx_stats, errors, 104, 512),
-	      F(madvx_stats, vma_skipped, 616, 8));
+	      F(madvx_stats, vma_skipped, 616, 8),
+	      F(madvx_stats, cancelled, 624, 8));
 
 	CHECK(madvx_uffd_opts, 32,
 	      F(madvx_uffd_opts, size, 0, 8),

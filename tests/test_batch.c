@@ -373,6 +373,169 @@ START_TEST(plan_merges_and_splits)
 }
 END_TEST
 
+/*
+ * madvx_batch_cancel(): a dropped hint never lands, a trimmed one lands on
+ * the part left, a range strictly inside a hint is refused with nothing
+ * changed; checked on the pages, the results and the counters.
+ */
+START_TEST(cancel_takes_ranges_out)
+{
+	size_t pg = test_page();
+	uint8_t *p = test_map_filled(40, 1);
+	struct madvx_stats st = { .size = sizeof(st) };
+	struct madvx_batch *b;
+	const struct madvx_hint *r;
+	uint32_t n;
+
+	ck_assert_int_eq(madvx_batch_create(NULL, &b), 0);
+	/* Out of address order: the epoch sorts from items, which cancel rewrites. */
+	ck_assert_int_eq(madvx_batch_add(b, p + 24 * pg, 8 * pg, MADV_DONTNEED), 0);
+	ck_assert_int_eq(madvx_batch_add(b, p, 8 * pg, MADV_DONTNEED), 1);
+	ck_assert_int_eq(madvx_batch_add(b, p + 8 * pg, 8 * pg - 100, MADV_DONTNEED), 2);
+	ck_assert_int_eq(madvx_batch_add(b, p + 16 * pg, 8 * pg, MADV_DONTNEED), 3);
+	ck_assert_int_eq(madvx_batch_add(b, p + 32 * pg, 8 * pg, MADV_DONTNEED), 4);
+
+	ck_assert_int_eq(madvx_batch_cancel(NULL, p, pg), -EINVAL);
+	ck_assert_int_eq(madvx_batch_cancel(b, p + 1, pg), -EINVAL);
+	ck_assert_int_eq(madvx_batch_cancel(b, p, SIZE_MAX), -EINVAL);
+	ck_assert_int_eq(madvx_batch_cancel(b, p + pg, 0), 0);
+	/* Strictly inside hint 0: refused, and nothing changed (checked below). */
+	ck_assert_int_eq(madvx_batch_cancel(b, p + 26 * pg, 2 * pg), -EBUSY);
+	/* Head of hint 1 (and nothing else). */
+	ck_assert_int_eq(madvx_batch_cancel(b, p, 4 * pg), 1);
+	/* Tail of hint 2, whose length was not page-aligned. */
+	ck_assert_int_eq(madvx_batch_cancel(b, p + 12 * pg, 4 * pg), 1);
+	/* All of hint 3 (hint 0 only touches it), then the head of hint 4. */
+	ck_assert_int_eq(madvx_batch_cancel(b, p + 16 * pg, 8 * pg), 1);
+	ck_assert_int_eq(madvx_batch_cancel(b, p + 32 * pg, 2 * pg), 1);
+	/* Nothing queued there any more. */
+	ck_assert_int_eq(madvx_batch_cancel(b, p + 16 * pg, 4 * pg), 0);
+	ck_assert_uint_eq(madvx_batch_pending(b), 5);
+
+	ck_assert_int_eq(madvx_batch_flush(b), 0);
+	for (int i = 0; i < 40; i++) {
+		bool zapped = (i >= 4 && i < 12) || (i >= 24 && i < 32) || i >= 34;
+
+		ck_assert_msg(test_page_zero(p + i * pg) == zapped, "page %d: %s", i,
+			      zapped ? "not zapped" : "zapped");
+		if (!zapped)
+			ck_assert_uint_eq(p[i * pg], (uint8_t)(1 + i));
+	}
+	r = madvx_batch_results(b, &n);
+	ck_assert_uint_eq(n, 5);
+	ck_assert_uint_eq(r[0].addr, (uintptr_t)(p + 24 * pg));
+	ck_assert_uint_eq(r[0].len, 8 * pg);
+	ck_assert_uint_eq(r[0].done, 8 * pg);
+	ck_assert_uint_eq(r[1].addr, (uintptr_t)(p + 4 * pg));
+	ck_assert_uint_eq(r[1].len, 4 * pg);
+	ck_assert_uint_eq(r[1].done, 4 * pg);
+	ck_assert_uint_eq(r[2].addr, (uintptr_t)(p + 8 * pg));
+	ck_assert_uint_eq(r[2].len, 4 * pg);
+	ck_assert_uint_eq(r[2].done, 4 * pg);
+	ck_assert_uint_eq(r[3].len, 0);
+	ck_assert_uint_eq(r[3].done, 0);
+	ck_assert_uint_eq(r[4].addr, (uintptr_t)(p + 34 * pg));
+	ck_assert_uint_eq(r[4].len, 6 * pg);
+	ck_assert_uint_eq(r[4].done, 6 * pg);
+	for (uint32_t i = 0; i < n; i++) {
+		ck_assert_int_eq(r[i].err, 0);
+		ck_assert_uint_eq(r[i].seq, i);
+	}
+	ck_assert_int_eq(madvx_batch_stats(b, &st), 0);
+	ck_assert_uint_eq(st.cancelled, 4);
+	ck_assert_uint_eq(st.failed, 0);
+	ck_assert_uint_eq(st.bytes, 22 * pg);
+	madvx_batch_free(b);
+	munmap(p, 40 * pg);
+}
+END_TEST
+
+/*
+ * Random hints of two ordered advices (DONTNEED, POPULATE_READ), added in
+ * random order, and random cancels, against a model: each hint's part
+ * left after the cancels, applied by madvise() in add order to an
+ * identical mapping. Page contents and residency must match, and so must
+ * each result's range and bytes done.
+ */
+START_TEST(cancel_matches_a_madvise_model)
+{
+	size_t pg = test_page();
+	int cases = (int)test_scaled_cases(40);
+
+	rng = 0x9e3779b97f4a7c15ULL + (uint64_t)_i;
+	for (int c = 0; c < cases; c++) {
+		uint8_t *a = test_map_filled(NPAGES, 3), *m = test_map_filled(NPAGES, 3);
+		uint64_t lo[MAX_HINTS], hi[MAX_HINTS];
+		int adv[MAX_HINTS], nh = 1 + (int)rnd(MAX_HINTS), cancelled = 0;
+		struct madvx_stats st = { .size = sizeof(st) };
+		struct madvx_batch *b;
+		const struct madvx_hint *r;
+		uint32_t n;
+
+		ck_assert_int_eq(madvx_batch_create(NULL, &b), 0);
+		for (int i = 0; i < nh; i++) {
+			lo[i] = rnd(NPAGES);
+			hi[i] = lo[i] + 1 + rnd(8);
+			if (hi[i] > NPAGES)
+				hi[i] = NPAGES;
+			adv[i] = rnd(4) ? MADV_DONTNEED : MADV_POPULATE_READ;
+			ck_assert_int_eq(madvx_batch_add(b, a + lo[i] * pg, (hi[i] - lo[i]) * pg,
+							 adv[i]), i);
+		}
+		for (int k = 0, nc = (int)rnd(12); k < nc; k++) {
+			uint64_t clo = rnd(NPAGES), chi = clo + 1 + rnd(10);
+			bool inside = false;
+			int changed = 0;
+
+			chi = chi > NPAGES ? NPAGES : chi;
+			for (int i = 0; i < nh; i++)
+				inside |= lo[i] < clo && chi < hi[i];
+			if (inside) {
+				ck_assert_int_eq(madvx_batch_cancel(b, a + clo * pg, (chi - clo) * pg),
+						 -EBUSY);
+				continue;
+			}
+			for (int i = 0; i < nh; i++) {
+				if (lo[i] == hi[i] || lo[i] >= chi || hi[i] <= clo)
+					continue;
+				if (clo <= lo[i] && hi[i] <= chi)
+					hi[i] = lo[i];
+				else if (clo <= lo[i])
+					lo[i] = chi;
+				else
+					hi[i] = clo;
+				changed++;
+			}
+			ck_assert_int_eq(madvx_batch_cancel(b, a + clo * pg, (chi - clo) * pg),
+					 changed);
+			cancelled += changed;
+		}
+		for (int i = 0; i < nh; i++)
+			if (lo[i] != hi[i])
+				ck_assert_int_eq(madvise(m + lo[i] * pg, (hi[i] - lo[i]) * pg, adv[i]), 0);
+		ck_assert_int_eq(madvx_batch_flush(b), 0);
+		for (int i = 0; i < NPAGES; i++) {
+			ck_assert_msg(memcmp(a + i * pg, m + i * pg, pg) == 0, "case %d page %d", c, i);
+			ck_assert_int_eq(test_resident(a + i * pg), test_resident(m + i * pg));
+		}
+		r = madvx_batch_results(b, &n);
+		ck_assert_uint_eq(n, (uint32_t)nh);
+		for (int i = 0; i < nh; i++) {
+			ck_assert_int_eq(r[i].err, 0);
+			ck_assert_uint_eq(r[i].len, (hi[i] - lo[i]) * pg);
+			ck_assert_uint_eq(r[i].done, (hi[i] - lo[i]) * pg);
+			if (lo[i] != hi[i])
+				ck_assert_uint_eq(r[i].addr, (uintptr_t)(a + lo[i] * pg));
+		}
+		ck_assert_int_eq(madvx_batch_stats(b, &st), 0);
+		ck_assert_uint_eq(st.cancelled, (uint64_t)cancelled);
+		madvx_batch_free(b);
+		munmap(a, NPAGES * pg);
+		munmap(m, NPAGES * pg);
+	}
+}
+END_TEST
+
 START_TEST(bad_input_is_rejected_like_madvise)
 {
 	struct madvx_batch_opts o = { .size = sizeof(o) };
@@ -1361,6 +1524,8 @@ int main(void)
 	tcase_set_timeout(api, 60);
 	tcase_add_test(api, order_between_advices_is_kept);
 	tcase_add_test(api, plan_merges_and_splits);
+	tcase_add_test(api, cancel_takes_ranges_out);
+	tcase_add_loop_test(api, cancel_matches_a_madvise_model, 0, 4);
 	tcase_add_test(api, bad_input_is_rejected_like_madvise);
 	tcase_add_test(api, full_batch_enospc_or_autoflush);
 	tcase_add_test(api, autoflush_failures_are_reported);
