@@ -46,7 +46,10 @@
 # LD_LIBRARY_PATH, which their RUNPATH yields to; before/after of a change
 # in one interleaved run) and MADVX_CLIENTS_BASE_BUILD (where those patched
 # clients are: another clients build directory, e.g. one whose patches
-# predate the change; default this one), MADVX_CLIENTS_SPINNERS (N CPU-bound
+# predate the change; default this one), MADVX_CLIENTS_OPTIN (environment
+# words, e.g. MIMALLOC_MADVX_PURGE_HOLD=100: adds the build
+# "patched-optin", the patched clients run with them: an integration's
+# opt-in mode beside its default), MADVX_CLIENTS_SPINNERS (N CPU-bound
 # processes running beside every run, default 0: mimalloc's mstress and
 # xmalloc-test purge only when their threads are preempted, so on an idle
 # machine they make a few release calls or none; spinners make the
@@ -184,6 +187,8 @@ client_bench_cmd()
 		base=$MADVX_CLIENTS_BASE_LIB
 		root=${MADVX_CLIENTS_BASE_BUILD:-$BUILD}
 	fi
+	# patched-optin: the environment is its build's (BUILDS)
+	[[ $build == patched-optin ]] && build=patched
 	if [[ $alloc == bdwgc ]]; then
 		tree=$root/bdwgc/$build
 		CMD=(env LD_LIBRARY_PATH="${base:+$base:}$tree/.libs" "$tree/.libs/gctest")
@@ -232,7 +237,8 @@ for a in bdwgc bdwgc-upstream; do
 		CASES+=("$a gctest|" "$a gctest threshold 1|GC_UNMAP_THRESHOLD=1")
 	fi
 done
-BUILDS=("stock|" ${MADVX_CLIENTS_BASE_LIB:+"patched-base|"} "patched|")
+BUILDS=("stock|" ${MADVX_CLIENTS_BASE_LIB:+"patched-base|"} "patched|"
+	${MADVX_CLIENTS_OPTIN:+"patched-optin|$MADVX_CLIENTS_OPTIN"})
 if [[ -n ${MADVX_CLIENTS_BASE_LIB:-} ]]; then
 	[[ -e $MADVX_CLIENTS_BASE_LIB/libmadvx.so.1 ]] ||
 		die "MADVX_CLIENTS_BASE_LIB=$MADVX_CLIENTS_BASE_LIB holds no libmadvx.so.1"

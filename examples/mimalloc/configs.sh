@@ -36,11 +36,16 @@ MIMALLOC_CONFIGS_DEBIAN=(
 # Upstream 2.4 purges instead (MIMALLOC_PURGE_DELAY, 10 ms; arenas at
 # MIMALLOC_ARENA_PURGE_MULT times that); test-stress runs with its own
 # defaults there (32 threads, scale 50, 50 generations: what its ctest
-# runs, ~11 s here; "4 25 5" takes 0.05 s in 2.4).
+# runs, ~11 s here; "4 25 5" takes 0.05 s in 2.4).  The patch's opt-in
+# hold (MIMALLOC_MADVX_PURGE_HOLD: owners' segment passes left pending up
+# to that many ms, a span allocated over them waits) runs patched only,
+# alone and with "abandon"'s 1 ms delay (every pass held).
 MIMALLOC_STRESS_UPSTREAM=""
 MIMALLOC_CONFIGS_UPSTREAM=(
 	"default|stock patched|"
 	"delay0|stock patched|MIMALLOC_PURGE_DELAY=0"
 	"no-vector|patched|MADVX_DISABLE=process_madvise,procmap_query"
 	"abandon|stock patched|MIMALLOC_PURGE_DELAY=1 MIMALLOC_ABANDONED_PAGE_PURGE=1"
+	"hold|patched|MIMALLOC_MADVX_PURGE_HOLD=100"
+	"hold-abandon|patched|MIMALLOC_PURGE_DELAY=1 MIMALLOC_ABANDONED_PAGE_PURGE=1 MIMALLOC_MADVX_PURGE_HOLD=100"
 )
