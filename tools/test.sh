@@ -131,12 +131,15 @@ MADVX_BDWGC_CONFIGS=${MADVX_BDWGC_CONFIGS-default,both-no-vector} \
 # cost ~3 minutes of CPU (mostly test-api's page faults, then the two
 # builds) and 7-10 minutes of wall time measured at nice 19 beside another
 # CI run (2026-12-03, at load 15-20: 2.5-5 minutes per configuration). CI
-# runs two, to stay within its time budget: default, and abandon (the one
-# that catches a decommit left pending at abandon landing after reuse);
-# no-vector (the patched path with process_madvise() disabled) is left to
-# the library's own conformance slices under MADVX_DISABLE. Without
-# MADVX_MIMALLOC_CONFIGS the suite runs all four.
-MADVX_MIMALLOC_CONFIGS=${MADVX_MIMALLOC_CONFIGS-default,abandon} \
+# runs three, to stay within its time budget: default, abandon (the one
+# that catches a decommit left pending at abandon landing after reuse),
+# and hold-abandon (patched only: the opt-in hold with abandon's delays,
+# where a span that neither cancels nor waits for its pending decommit
+# fails test-stress); no-vector (the patched path with process_madvise()
+# disabled) is left to the library's own conformance slices under
+# MADVX_DISABLE, delay0 and hold to the full suite. Without
+# MADVX_MIMALLOC_CONFIGS the suite runs all six.
+MADVX_MIMALLOC_CONFIGS=${MADVX_MIMALLOC_CONFIGS-default,abandon,hold-abandon} \
 	stage "gcc (build/): the clients suite: mimalloc (its tests, stock and patched)" \
 	meson test -C build --setup clients --suite clients --print-errorlogs --num-processes 1 mimalloc-client
 stage "gcc, release (build-release/): compile" build_only build-release -Dbuildtype=release
