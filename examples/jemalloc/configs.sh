@@ -77,6 +77,7 @@ JEMALLOC_CONFIGS_DEBIAN=(
 	"decay0|stock patched|MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0|none"
 	"decay1s|stock patched|MALLOC_CONF=dirty_decay_ms:1000,muzzy_decay_ms:1000|none"
 	"no-vector|patched|MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0 MADVX_DISABLE=process_madvise,procmap_query|no-conf"
+	"hold|patched|MALLOC_CONF=madvx_hold_ms:100 JE_PURGE_HUGE=5|as-is|default"
 )
 
 # Upstream dev purges through process_madvise() only when asked:

@@ -18,6 +18,10 @@
  * madvise(MADV_DONTNEED), which a count of purge calls then leaves out).
  * Exit 0, or 1 when a check failed (with a count).
  *
+ * JE_PURGE_HUGE=P makes P percent of the objects oversize (8-24 MiB:
+ * jemalloc's huge arena, whose freed extents are purged at once, or held
+ * with the patch's MALLOC_CONF madvx_hold_ms) in place of large ones.
+ *
  * JE_PURGE_MADVX_STATS=1 prints libmadvx's process-wide counters at the
  * end, when the preloaded jemalloc brought libmadvx in (the patched
  * builds): what went through it. madvx_stats_get() is looked up at run
@@ -45,6 +49,7 @@ struct worker {
 	unsigned nslots;
 	uint64_t ops, rng, bad, nonzero;
 	unsigned zero_every;
+	unsigned huge_pct;
 };
 
 static uint64_t rnd(uint64_t *s)
@@ -56,13 +61,18 @@ static uint64_t rnd(uint64_t *s)
 	return x ^ (x >> 31);
 }
 
-/* 75% 16 KiB - 256 KiB, 20% 256 KiB - 2 MiB, 5% 64 B - 4 KiB. */
-static size_t pick_size(uint64_t *rng)
+/*
+ * 75% 16 KiB - 256 KiB, 20% 256 KiB - 2 MiB, 5% 64 B - 4 KiB; the first
+ * @huge_pct percent oversize (8 - 24 MiB) instead.
+ */
+static size_t pick_size(uint64_t *rng, unsigned huge_pct)
 {
 	uint64_t r = rnd(rng);
 	unsigned pct = r % 100;
 
 	r >>= 8;
+	if (pct < huge_pct)
+		return (8UL << 20) + r % (16UL << 20);
 	if (pct < 75)
 		return 16384 + r % (256 * 1024 - 16384);
 	if (pct < 95)
@@ -108,7 +118,7 @@ static uint64_t check_zero(const struct obj *o)
 
 static int new_obj(struct worker *w, struct obj *o)
 {
-	o->size = pick_size(&w->rng);
+	o->size = pick_size(&w->rng, w->huge_pct);
 	o->tag = rnd(&w->rng);
 	if (w->zero_every && o->tag % w->zero_every == 0) {
 		o->p = calloc(1, o->size);
@@ -164,12 +174,13 @@ static void print_madvx_stats(void)
 		printf("je-purge: libmadvx is not loaded\n");
 		return;
 	}
-	printf("je-purge: libmadvx: %llu hints, %llu merged, %llu split, %llu flushes, %llu system calls, %llu vector entries, %llu madvise fallbacks, %llu VMA look-ups, %llu vouched, %llu failed\n",
+	printf("je-purge: libmadvx: %llu hints, %llu merged, %llu split, %llu flushes, %llu system calls, %llu vector entries, %llu madvise fallbacks, %llu VMA look-ups, %llu vouched, %llu failed, %llu cancelled\n",
 	       (unsigned long long)st.hints, (unsigned long long)st.merged,
 	       (unsigned long long)st.split, (unsigned long long)st.flushes,
 	       (unsigned long long)st.syscalls, (unsigned long long)st.vector_entries,
 	       (unsigned long long)st.madvise_fallbacks, (unsigned long long)st.vma_queries,
-	       (unsigned long long)st.vma_skipped, (unsigned long long)st.failed);
+	       (unsigned long long)st.vma_skipped, (unsigned long long)st.failed,
+	       (unsigned long long)st.cancelled);
 }
 
 int main(int argc, char **argv)
@@ -178,11 +189,12 @@ int main(int argc, char **argv)
 	uint64_t ops = argc > 2 ? strtoull(argv[2], NULL, 0) : 200000;
 	unsigned nslots = argc > 3 ? (unsigned)atoi(argv[3]) : 256;
 	unsigned zero_every = argc > 4 ? (unsigned)atoi(argv[4]) : 8;
+	unsigned huge_pct = getenv("JE_PURGE_HUGE") ? (unsigned)atoi(getenv("JE_PURGE_HUGE")) : 0;
 	uint64_t bad = 0, nonzero = 0;
 	struct worker *w;
 
-	if (!nthreads || !nslots || nthreads > 64) {
-		fputs("usage: je-purge [THREADS(1-64) [OPS [SLOTS [ZERO]]]]\n", stderr);
+	if (!nthreads || !nslots || nthreads > 64 || huge_pct > 75) {
+		fputs("usage: [JE_PURGE_HUGE=0-75] je-purge [THREADS(1-64) [OPS [SLOTS [ZERO]]]]\n", stderr);
 		return 2;
 	}
 	w = calloc(nthreads, sizeof(*w));
@@ -190,7 +202,7 @@ int main(int argc, char **argv)
 		return 1;
 	for (unsigned t = 0; t < nthreads; t++) {
 		w[t] = (struct worker){ .nslots = nslots, .ops = ops, .rng = t + 1,
-					.zero_every = zero_every };
+					.zero_every = zero_every, .huge_pct = huge_pct };
 		w[t].slots = calloc(nslots, sizeof(struct obj));
 		if (!w[t].slots || pthread_create(&w[t].th, NULL, churn, &w[t])) {
 			fputs("je-purge: cannot start the threads\n", stderr);
