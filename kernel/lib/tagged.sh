@@ -20,23 +20,10 @@ TAGGED_DEPS=(
 
 tagged_deps()
 {
-	local d what missing=()
-	for d in "${TAGGED_DEPS[@]}"; do
-		what=${d%%:*}
-		if [[ $what = /* ]]; then
-			[[ -e $what ]] && continue
-		else
-			command -v "$what" >/dev/null && continue
-		fi
-		missing+=("${d#*:}")
-	done
+	local missing=()
+	mapfile -t missing < <(missing_packages "${TAGGED_DEPS[@]}")
 	((${#missing[@]})) || return 0
-	lock deps
-	log "tagged: installing ${missing[*]}"
-	DEBIAN_FRONTEND=noninteractive apt_get install -y -q --no-install-recommends \
-		"${missing[@]}" >>"$CACHE/apt-deps.log" 2>&1 ||
-		{ tail -n 20 "$CACHE/apt-deps.log" >&2; die "tagged: apt-get install ${missing[*]} failed"; }
-	unlock deps
+	install_packages tagged "${missing[@]}"
 }
 
 # tagged_tree VARIANT COMMIT: the private worktree of VARIANT at COMMIT.

@@ -131,32 +131,48 @@ DEPS=(
 	"/usr/share/keyrings/debian-archive-keyring.gpg:debian-archive-keyring"
 )
 
-cmd_deps()
+# missing_packages SPEC...: the package of each what:package SPEC whose
+# command (or absolute path) is missing, one per line.
+missing_packages()
 {
-	local d what pkg missing=() t0=$SECONDS
-	for d in "${DEPS[@]}"; do
+	local d what
+	for d in "$@"; do
 		what=${d%%:*}
-		pkg=${d#*:}
 		if [[ $what = /* ]]; then
 			[[ -e $what ]] && continue
 		else
 			command -v "$what" >/dev/null && continue
 		fi
-		missing+=("$pkg")
+		echo "${d#*:}"
 	done
+}
+
+# install_packages TAG PKG...: apt-get update, then install, under the
+# deps lock (apt_get waits for dpkg's own lock).
+install_packages()
+{
+	local tag=$1 t0=$SECONDS
+	shift
+	lock deps
+	log "$tag: installing $*"
+	export DEBIAN_FRONTEND=noninteractive
+	apt_get update -q >"$CACHE/apt-deps.log" 2>&1 || { cat "$CACHE/apt-deps.log" >&2; die "apt-get update failed"; }
+	apt_get install -y -q --no-install-recommends "$@" >>"$CACHE/apt-deps.log" 2>&1 ||
+		{ tail -n 30 "$CACHE/apt-deps.log" >&2; die "apt-get install $* failed"; }
+	unlock deps
+	log "$tag: installed in $((SECONDS - t0)) s"
+}
+
+cmd_deps()
+{
+	local missing=()
+	mapfile -t missing < <(missing_packages "${DEPS[@]}")
 	# busybox (dynamic) may shadow busybox-static's binary name.
 	if [[ -e /bin/busybox ]] && ! is_static_elf /bin/busybox; then
 		missing+=(busybox-static)
 	fi
 	((${#missing[@]})) || return 0
-	lock deps
-	log "deps: installing ${missing[*]}"
-	export DEBIAN_FRONTEND=noninteractive
-	apt_get update -q >"$CACHE/apt-deps.log" 2>&1 || { cat "$CACHE/apt-deps.log" >&2; die "apt-get update failed"; }
-	apt_get install -y -q --no-install-recommends "${missing[@]}" >>"$CACHE/apt-deps.log" 2>&1 ||
-		{ tail -n 30 "$CACHE/apt-deps.log" >&2; die "apt-get install ${missing[*]} failed"; }
-	unlock deps
-	log "deps: installed in $((SECONDS - t0)) s"
+	install_packages deps "${missing[@]}"
 }
 
 # Kernel for a variant, fetching its source and building it if needed;
