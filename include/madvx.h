@@ -1006,7 +1006,8 @@ MADVX_API int madvx_uffd_stats_get(const struct madvx_uffd *uffd, struct madvx_u
  *
  *  - from submit until madvx_async_wait() or madvx_async_poll() reports the
  *    ticket complete, the batch belongs to the async object: do not add to,
- *    flush, read or free it;
+ *    cancel in, flush, read or free it (a hint in flight cannot be taken
+ *    back: madvx_batch_cancel() is for hints not yet submitted);
  *  - the memory of its hints must not be reused (written, unmapped,
  *    remapped) until then either: a DONTNEED still in flight may zap what
  *    you write. After completion, madvx_batch_results() holds every hint's
