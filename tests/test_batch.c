@@ -457,12 +457,14 @@ END_TEST
  * identical mapping. Page contents and residency must match, and so must
  * each result's range and bytes done.
  */
-START_TEST(cancel_matches_a_madvise_model)
+static uint64_t cancel_seed;
+
+static void cancel_model(void)
 {
 	size_t pg = test_page();
 	int cases = (int)test_scaled_cases(40);
 
-	rng = 0x9e3779b97f4a7c15ULL + (uint64_t)_i;
+	rng = cancel_seed;
 	for (int c = 0; c < cases; c++) {
 		uint8_t *a = test_map_filled(NPAGES, 3), *m = test_map_filled(NPAGES, 3);
 		uint64_t lo[MAX_HINTS], hi[MAX_HINTS];
@@ -533,6 +535,57 @@ START_TEST(cancel_matches_a_madvise_model)
 		munmap(a, NPAGES * pg);
 		munmap(m, NPAGES * pg);
 	}
+}
+
+/* The model with every path of the flush: vectors, look-ups, an old kernel. */
+START_TEST(cancel_matches_a_madvise_model)
+{
+	cancel_seed = 0x9e3779b97f4a7c15ULL + (uint64_t)_i;
+	test_in_child(NULL, cancel_model);
+	test_in_child("process_madvise,procmap_query", cancel_model);
+	test_in_child("process_madvise,pidfd_self,procmap_query,per_vma_madvise", cancel_model);
+}
+END_TEST
+
+/*
+ * A batch with pending hints across each fork kind: the child cancels in
+ * its copy and flushes (its pages only), the parent's hints stay pending
+ * and its own cancel and flush act on its pages only.
+ */
+START_TEST(cancel_across_fork_kinds)
+{
+	size_t pg = test_page();
+	enum test_fork_kind kind = (enum test_fork_kind)_i;
+	uint8_t *p = test_map_filled(16, 1);
+	struct madvx_batch *b;
+	int status;
+	pid_t pid;
+
+	ck_assert_int_eq(madvx_batch_create(NULL, &b), 0);
+	ck_assert_int_eq(madvx_batch_add(b, p, 8 * pg, MADV_DONTNEED), 0);
+	ck_assert_int_eq(madvx_batch_add(b, p + 8 * pg, 8 * pg, MADV_DONTNEED), 1);
+	pid = test_fork_by(kind);
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		bool ok = madvx_batch_cancel(b, p, 4 * pg) == 1 && madvx_batch_flush(b) == 0;
+
+		for (int i = 0; ok && i < 16; i++)
+			ok = test_page_zero(p + i * pg) == (i >= 4) &&
+			     (i >= 4 || p[i * pg] == (uint8_t)(1 + i));
+		_exit(ok ? 0 : 1);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child of fork kind %d", kind);
+	/* The child's flush zapped its copy only: ours are all still here. */
+	for (int i = 0; i < 16; i++)
+		ck_assert_uint_eq(p[i * pg], (uint8_t)(1 + i));
+	ck_assert_uint_eq(madvx_batch_pending(b), 2);
+	ck_assert_int_eq(madvx_batch_cancel(b, p + 12 * pg, 4 * pg), 1);
+	ck_assert_int_eq(madvx_batch_flush(b), 0);
+	for (int i = 0; i < 16; i++)
+		ck_assert(test_page_zero(p + i * pg) == (i < 12));
+	madvx_batch_free(b);
+	munmap(p, 16 * pg);
 }
 END_TEST
 
@@ -1526,6 +1579,7 @@ int main(void)
 	tcase_add_test(api, plan_merges_and_splits);
 	tcase_add_test(api, cancel_takes_ranges_out);
 	tcase_add_loop_test(api, cancel_matches_a_madvise_model, 0, 4);
+	tcase_add_loop_test(api, cancel_across_fork_kinds, TEST_FORK, TEST_CLONE_RAW + 1);
 	tcase_add_test(api, bad_input_is_rejected_like_madvise);
 	tcase_add_test(api, full_batch_enospc_or_autoflush);
 	tcase_add_test(api, autoflush_failures_are_reported);
