@@ -88,10 +88,12 @@ if [ "$sa" != "$sb" ] || [ "$sa" -lt 1 ]; then
 	echo "FAIL: stack_madvise $sa then $sb: want the same, >= 1 (the thread's stack)"
 	fail=1
 fi
-# rel_us: one thread makes the calls, so their time lies within the run's
-# wall time, and three times the calls take longer than the first run's.
-if [ "$ua" -lt 1 ] || [ "$ub" -le "$ua" ] || [ "$ub" -gt $((wb * 1000 + 1000)) ]; then
-	echo "FAIL: rel_us $ua then $ub (wall ${wb} ms): want 0 < first < second <= wall"
+# rel_us: one thread makes the calls, so their time is measured (> 0) and
+# lies within the run's wall time. Not compared between the two runs: on a
+# loaded CI machine the first run's 4n calls took 3,347 us and the second
+# run's 12n calls 2,612 us - a timing order, which no unit test may rely on.
+if [ "$ua" -lt 1 ] || [ "$ub" -lt 1 ] || [ "$ub" -gt $((wb * 1000 + 1000)) ]; then
+	echo "FAIL: rel_us $ua then $ub (wall ${wb} ms): want both > 0, the second <= wall"
 	fail=1
 fi
 [ $fail -eq 0 ] && echo "madvx-relcount: status, maxrss, CPU time, calls, release-call locks and time as made"
